@@ -1,0 +1,122 @@
+// A WebGPU device through Dawn: adapter choice, limits and features, and the work queue that ops record into.
+//
+// Work is batched: ops record dispatches into an open command encoder, and nothing is submitted until flush(),
+// a read-back, or the batch's size cap. Errors the device reports are raised as GpuError naming the op.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace wgtrain {
+
+namespace detail {
+struct DeviceImpl;
+}
+
+enum class Backend { Auto, Vulkan, OpenGL, OpenGLES };
+
+const char* backend_name(Backend b);
+// Parses "auto", "vulkan", "opengl", "opengles" (as in WGTRAIN_BACKEND or --backend); throws ArgumentError.
+Backend parse_backend(const std::string& name);
+
+struct DeviceOptions {
+  // Auto: Vulkan (a real GPU) first, then Dawn's OpenGL and OpenGL ES backends (Mesa llvmpipe without a GPU).
+  // WGTRAIN_BACKEND overrides Auto.
+  Backend backend = Backend::Auto;
+  // Fill every buffer handed out with 0xFF bytes (NaN as f32, -1 as i32), so that a kernel that leaves an element
+  // unwritten is caught. On in tests; WGTRAIN_POISON=1 turns it on elsewhere.
+  bool poison = false;
+  // Request timestamp queries when the adapter offers them.
+  bool timestamps = true;
+};
+
+struct AdapterInfo {
+  std::string name;         // e.g. "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string vendor;
+  std::string architecture;
+  std::string driver;       // the adapter's description string (driver version)
+  Backend backend = Backend::Auto;
+  std::string backend_label;  // "Vulkan", "OpenGL", ...
+  std::string adapter_type;   // "discrete GPU", "integrated GPU", "CPU", "unknown"
+  bool compatibility_mode = false;
+  uint32_t subgroup_min = 0, subgroup_max = 0;
+};
+
+// The limits granted to the device (requested from the adapter's own limits, not WebGPU's defaults).
+struct DeviceLimits {
+  uint64_t max_buffer_size = 0;
+  uint64_t max_storage_binding_size = 0;
+  uint64_t max_uniform_binding_size = 0;
+  uint32_t max_storage_buffers_per_stage = 0;
+  uint32_t max_workgroup_storage = 0;
+  uint32_t max_invocations_per_workgroup = 0;
+  uint32_t max_workgroup_size_x = 0, max_workgroup_size_y = 0, max_workgroup_size_z = 0;
+  uint32_t max_workgroups_per_dim = 0;
+  uint32_t min_uniform_offset_alignment = 0;
+  uint32_t min_storage_offset_alignment = 0;
+  uint32_t max_bind_groups = 0;
+};
+
+struct DeviceFeatures {
+  bool timestamp_query = false;
+  bool shader_f16 = false;
+  bool subgroups = false;
+  bool subgroup_matrix = false;
+  std::vector<uint32_t> adapter_raw;  // every feature the adapter offers, in the library's numbering
+};
+
+struct DeviceStats {
+  uint64_t dispatches = 0;
+  uint64_t submits = 0;
+  uint64_t buffers_created = 0;
+  uint64_t pool_hits = 0;
+  uint64_t pipelines_created = 0;
+  uint64_t bytes_allocated = 0;  // held by live and pooled buffers
+};
+
+class Device {
+ public:
+  // Opens the adapter and device; throws Error with what was tried when none works.
+  static Device open(const DeviceOptions& options = {});
+  ~Device();
+  Device(Device&&) noexcept;
+  Device& operator=(Device&&) noexcept;
+
+  const AdapterInfo& info() const;
+  const DeviceLimits& limits() const;
+  const DeviceFeatures& features() const;
+  DeviceStats stats() const;
+
+  // Submits what has been recorded, without waiting.
+  void flush();
+  // Submits and waits until the GPU has finished all of it.
+  void synchronize();
+
+  // Times the GPU work recorded inside `body`: GPU timestamps where the device has them, otherwise the wall clock
+  // around a synchronize (then `from_timestamps` is false).
+  struct Timing {
+    double seconds = 0;
+    bool from_timestamps = false;
+  };
+  template <class F>
+  Timing time(F&& body) {
+    begin_timing();
+    body();
+    return end_timing();
+  }
+  void begin_timing();
+  Timing end_timing();
+
+  // Internal access for op handlers.
+  detail::DeviceImpl& impl() const { return *impl_; }
+  const std::shared_ptr<detail::DeviceImpl>& shared_impl() const { return impl_; }
+
+ private:
+  explicit Device(std::shared_ptr<detail::DeviceImpl> impl);
+  std::shared_ptr<detail::DeviceImpl> impl_;
+};
+
+}  // namespace wgtrain

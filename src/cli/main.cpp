@@ -1,0 +1,121 @@
+// wgtrain: the command-line interface.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "gpu/dawn.h"
+#include "wgtrain/device.h"
+#include "wgtrain/error.h"
+#include "wgtrain/registry.h"
+
+namespace {
+
+using namespace wgtrain;
+
+std::string human_bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+int cmd_devices(const std::string& backend) {
+  DeviceOptions opt;
+  opt.backend = parse_backend(backend);
+  Device dev = Device::open(opt);
+  const AdapterInfo& i = dev.info();
+  const DeviceLimits& l = dev.limits();
+  const DeviceFeatures& f = dev.features();
+  std::printf("adapter:      %s\n", i.name.c_str());
+  std::printf("vendor:       %s%s%s\n", i.vendor.c_str(), i.architecture.empty() ? "" : " / ",
+              i.architecture.c_str());
+  std::printf("driver:       %s\n", i.driver.c_str());
+  std::printf("backend:      %s%s\n", i.backend_label.c_str(), i.compatibility_mode ? " (compatibility mode)" : "");
+  std::printf("type:         %s\n", i.adapter_type.c_str());
+  if (i.subgroup_max) std::printf("subgroups:    %u..%u lanes\n", i.subgroup_min, i.subgroup_max);
+  std::printf("library:      %s\n", gpu::dawn_library_path().c_str());
+  std::printf("\nlimits granted to the device:\n");
+  std::printf("  max buffer size                 %s\n", human_bytes(l.max_buffer_size).c_str());
+  std::printf("  max storage buffer binding      %s\n", human_bytes(l.max_storage_binding_size).c_str());
+  std::printf("  max uniform buffer binding      %s\n", human_bytes(l.max_uniform_binding_size).c_str());
+  std::printf("  storage buffers per stage       %u\n", l.max_storage_buffers_per_stage);
+  std::printf("  workgroup storage               %s\n", human_bytes(l.max_workgroup_storage).c_str());
+  std::printf("  invocations per workgroup       %u\n", l.max_invocations_per_workgroup);
+  std::printf("  workgroup size x / y / z        %u / %u / %u\n", l.max_workgroup_size_x, l.max_workgroup_size_y,
+              l.max_workgroup_size_z);
+  std::printf("  workgroups per dimension        %u\n", l.max_workgroups_per_dim);
+  std::printf("  uniform / storage offset align  %u / %u\n", l.min_uniform_offset_alignment,
+              l.min_storage_offset_alignment);
+  std::printf("\nfeatures:\n");
+  std::printf("  timestamp-query   %s\n", f.timestamp_query ? "yes" : "no");
+  std::printf("  shader-f16        %s\n", f.shader_f16 ? "yes" : "no");
+  std::printf("  subgroups         %s\n", f.subgroups ? "yes" : "no");
+  std::printf("  subgroup-matrix   %s (offered by the adapter; not enabled)\n", f.subgroup_matrix ? "yes" : "no");
+  std::printf("  adapter offers    ");
+  for (size_t k = 0; k < f.adapter_raw.size(); ++k) std::printf("%s0x%x", k ? " " : "", f.adapter_raw[k]);
+  std::printf("\n");
+  return 0;
+}
+
+int cmd_ops(bool verbose) {
+  const auto& ops = Registry::global().all();
+  std::printf("%-14s %-12s %-8s %-22s %s\n", "op", "family", "backend", "dtypes", "summary");
+  for (const auto& s : ops) {
+    std::string dtypes, backends;
+    for (DType d : s.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(d));
+    for (const auto& b : s.backends) backends += (backends.empty() ? "" : ",") + b;
+    std::printf("%-14s %-12s %-8s %-22s %s%s\n", s.name.c_str(), s.family.c_str(), backends.c_str(), dtypes.c_str(),
+                s.summary.c_str(), s.training_only ? " [training]" : "");
+    if (!verbose) continue;
+    std::string ins, outs;
+    for (const auto& i : s.inputs) ins += (ins.empty() ? "" : ", ") + i;
+    for (const auto& o : s.outputs) outs += (outs.empty() ? "" : ", ") + o;
+    std::printf("    inputs: %s -> outputs: %s; rank %d..%d\n", ins.c_str(), outs.c_str(), s.min_rank, s.max_rank);
+    for (const auto& a : s.args)
+      std::printf("    arg %s (%s%s%s): %s\n", a.name.c_str(), a.type.c_str(), a.default_value.empty() ? "" : " = ",
+                  a.default_value.c_str(), a.help.c_str());
+    for (const auto& c : s.constraints) std::printf("    requires: %s\n", c.c_str());
+  }
+  std::printf("%zu ops\n", ops.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wgtrain: train and fine-tune small transformer language models on the GPU through WebGPU"};
+  app.require_subcommand(1);
+
+  std::string backend = "auto";
+  auto* devices = app.add_subcommand("devices", "show the adapter wgtrain picks, its limits and features");
+  devices->add_option("--backend", backend, "auto, vulkan, opengl or opengles (default: $WGTRAIN_BACKEND or auto)");
+
+  bool verbose = false;
+  auto* ops = app.add_subcommand("ops", "list the registered ops and what each supports");
+  ops->add_flag("-v,--verbose", verbose, "inputs, arguments and constraints of each op");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*devices) return cmd_devices(backend);
+    if (*ops) return cmd_ops(verbose);
+  } catch (const wgtrain::Error& e) {
+    std::fprintf(stderr, "wgtrain: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wgtrain: unexpected error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,748 @@
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "gpu/device_impl.h"
+#include "wgtrain/error.h"
+
+namespace wgtrain {
+
+using namespace webgpu;
+using detail::DeviceImpl;
+
+namespace {
+
+std::string to_string(WGPUStringView v) {
+  if (!v.data) return {};
+  if (v.length == WGPU_STRLEN) return std::string(v.data);
+  return std::string(v.data, v.length);
+}
+
+WGPUStringView sv(std::string_view s) { return WGPUStringView{s.data(), s.size()}; }
+
+const char* adapter_type_name(uint32_t t) {
+  switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "discrete GPU";
+    case WGPUAdapterType_IntegratedGPU: return "integrated GPU";
+    case WGPUAdapterType_CPU: return "CPU";
+    default: return "unknown";
+  }
+}
+
+const char* backend_label(uint32_t b) {
+  switch (b) {
+    case WGPUBackendType_Null: return "Null";
+    case WGPUBackendType_WebGPU: return "WebGPU";
+    case WGPUBackendType_D3D11: return "D3D11";
+    case WGPUBackendType_D3D12: return "D3D12";
+    case WGPUBackendType_Metal: return "Metal";
+    case WGPUBackendType_Vulkan: return "Vulkan";
+    case WGPUBackendType_OpenGL: return "OpenGL";
+    case WGPUBackendType_OpenGLES: return "OpenGLES";
+    default: return "undefined";
+  }
+}
+
+Backend backend_from_wgpu(uint32_t b) {
+  switch (b) {
+    case WGPUBackendType_Vulkan: return Backend::Vulkan;
+    case WGPUBackendType_OpenGL: return Backend::OpenGL;
+    case WGPUBackendType_OpenGLES: return Backend::OpenGLES;
+    default: return Backend::Auto;
+  }
+}
+
+struct AdapterRequest {
+  bool done = false;
+  uint32_t status = 0;
+  WGPUAdapter adapter = nullptr;
+  std::string message;
+};
+
+struct DeviceRequest {
+  bool done = false;
+  uint32_t status = 0;
+  WGPUDevice device = nullptr;
+  std::string message;
+};
+
+struct ScopeResult {
+  bool done = false;
+  uint32_t type = WGPUErrorType_NoError;
+  std::string message;
+};
+
+// Pops the innermost error scope and waits for its verdict (no GPU wait: validation is decided on the CPU).
+template <class Wait>
+ScopeResult pop_error_scope(const Api& api, WGPUDevice device, Wait&& wait) {
+  ScopeResult r;
+  WGPUPopErrorScopeCallbackInfo ci{};
+  ci.mode = WGPUCallbackMode_AllowProcessEvents;
+  ci.callback = [](uint32_t, uint32_t type, WGPUStringView message, void* ud1, void*) {
+    auto* res = static_cast<ScopeResult*>(ud1);
+    res->type = type;
+    res->message = to_string(message);
+    res->done = true;
+  };
+  ci.userdata1 = &r;
+  api.DevicePopErrorScope(device, ci);
+  wait(r.done);
+  return r;
+}
+
+void on_uncaptured_error(const WGPUDevice*, uint32_t type, WGPUStringView message, void* ud1, void*) {
+  auto* impl = static_cast<DeviceImpl*>(ud1);
+  impl->pending_errors.push_back(detail::error_type_name(type) + ": " + to_string(message));
+}
+
+void on_device_lost(const WGPUDevice*, uint32_t reason, WGPUStringView message, void* ud1, void*) {
+  // CallbackCancelled comes from our own teardown (the instance goes first): not a loss anyone needs to hear of.
+  if (reason == WGPUDeviceLostReason_CallbackCancelled) return;
+  auto* impl = static_cast<DeviceImpl*>(ud1);
+  impl->lost = true;
+  impl->lost_message = to_string(message);
+  if (reason == WGPUDeviceLostReason_Destroyed) impl->lost_message += " (the device was destroyed)";
+}
+
+constexpr size_t kUniformChunkBytes = 64 * 1024;
+constexpr size_t kMaxDispatchesPerBatch = 1024;
+
+// Pool size classes: 256 bytes, then 8 classes per power of two, so a pooled buffer wastes at most 1/8.
+uint64_t size_class(uint64_t bytes) {
+  if (bytes <= 256) return 256;
+  uint64_t p = 256;
+  while (p < bytes) p <<= 1;
+  const uint64_t step = std::max<uint64_t>(p / 16, 256);  // classes between p/2 and p
+  return (bytes + step - 1) / step * step;
+}
+
+}  // namespace
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::Auto: return "auto";
+    case Backend::Vulkan: return "vulkan";
+    case Backend::OpenGL: return "opengl";
+    case Backend::OpenGLES: return "opengles";
+  }
+  return "?";
+}
+
+Backend parse_backend(const std::string& name) {
+  std::string s = name;
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s == "auto" || s.empty()) return Backend::Auto;
+  if (s == "vulkan" || s == "vk") return Backend::Vulkan;
+  if (s == "opengl" || s == "gl") return Backend::OpenGL;
+  if (s == "opengles" || s == "gles") return Backend::OpenGLES;
+  throw ArgumentError("unknown backend '" + name + "': expected auto, vulkan, opengl or opengles");
+}
+
+namespace detail {
+
+std::string error_type_name(uint32_t type) {
+  switch (type) {
+    case WGPUErrorType_Validation: return "validation error";
+    case WGPUErrorType_OutOfMemory: return "out of memory";
+    case WGPUErrorType_Internal: return "internal error";
+    default: return "unknown error";
+  }
+}
+
+Storage::~Storage() {
+  if (device && buffer) device->release(buffer, capacity);
+}
+
+DeviceImpl::~DeviceImpl() {
+  try {
+    if (device && !lost) synchronize();
+    lost = true;  // from here on the lost callback reports our own DeviceDestroy
+  } catch (...) {
+    // Teardown must not throw; a failing last submit has nothing left to report to.
+  }
+  if (pass_) api.ComputePassEncoderRelease(pass_);
+  if (encoder_) api.CommandEncoderRelease(encoder_);
+  for (auto& [cap, list] : free_buffers_)
+    for (auto b : list) api.BufferRelease(b);
+  for (auto& [b, cap] : released_) api.BufferRelease(b);
+  for (auto& [cap, list] : free_readback_)
+    for (auto b : list) api.BufferRelease(b);
+  for (auto& c : uniform_chunks_) api.BufferRelease(c.buffer);
+  for (auto& [key, p] : pipelines_) {
+    api.BindGroupLayoutRelease(p.layout);
+    api.ComputePipelineRelease(p.pipeline);
+  }
+  if (query_set_) api.QuerySetRelease(query_set_);
+  if (query_resolve_) api.BufferRelease(query_resolve_);
+  if (queue) api.QueueRelease(queue);
+  if (device) {
+    api.DeviceDestroy(device);
+    api.DeviceRelease(device);
+  }
+  if (adapter) api.AdapterRelease(adapter);
+  if (instance) {
+    api.InstanceProcessEvents(instance);
+    api.InstanceRelease(instance);
+  }
+}
+
+void DeviceImpl::check(std::string_view op) {
+  if (lost) throw DeviceLostError("the GPU device was lost (during or before '" + std::string(op) + "'): " +
+                                  lost_message + ". Open a new device.");
+  if (pending_errors.empty()) return;
+  std::string msg = "'" + std::string(op) + "': the device reported ";
+  for (size_t i = 0; i < pending_errors.size(); ++i) msg += (i ? "; then " : "") + pending_errors[i];
+  pending_errors.clear();
+  throw GpuError(msg);
+}
+
+void DeviceImpl::wait(const bool& done, const char* what) {
+  int spins = 0;
+  while (!done) {
+    api.InstanceProcessEvents(instance);
+    if (done) break;
+    if (lost) check(what);
+    // Spin briefly for low latency, then back off so that a CPU device (llvmpipe) keeps its cores.
+    if (++spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 200 : 20));
+  }
+}
+
+WGPUBuffer DeviceImpl::create_buffer(uint64_t bytes, WGPUFlags usage, std::string_view what) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    api.DevicePushErrorScope(device, WGPUErrorFilter_OutOfMemory);
+    WGPUBufferDescriptor bd{};
+    bd.label = sv(what);
+    bd.usage = usage;
+    bd.size = bytes;
+    WGPUBuffer b = api.DeviceCreateBuffer(device, &bd);
+    const ScopeResult r = pop_error_scope(api, device, [this](const bool& done) { wait(done, "buffer allocation"); });
+    if (r.type == WGPUErrorType_NoError && b) {
+      ++stats.buffers_created;
+      stats.bytes_allocated += bytes;
+      return b;
+    }
+    if (b) api.BufferRelease(b);
+    if (attempt == 0) {
+      // Give the pool's idle buffers back and try once more.
+      synchronize();
+      for (auto& [cap, list] : free_buffers_)
+        for (auto fb : list) {
+          api.BufferDestroy(fb);
+          api.BufferRelease(fb);
+          stats.bytes_allocated -= cap;
+        }
+      free_buffers_.clear();
+      continue;
+    }
+    throw GpuError("out of GPU memory allocating " + std::to_string(bytes) + " bytes for " + std::string(what) +
+                   " (" + std::to_string(stats.bytes_allocated) + " bytes already held): " + r.message);
+  }
+  return nullptr;  // unreachable
+}
+
+std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view what) {
+  if (lost) check(what);
+  bytes = std::max<uint64_t>(bytes, 4);
+  if (bytes > limits.max_storage_binding_size || bytes > limits.max_buffer_size)
+    throw ArgumentError(std::string(what) + " needs " + std::to_string(bytes) +
+                        " bytes, more than this device can bind in one buffer (" +
+                        std::to_string(std::min(limits.max_storage_binding_size, limits.max_buffer_size)) +
+                        " bytes on " + info.name + ")");
+  uint64_t cap = size_class(bytes);
+  cap = std::max(bytes, std::min(cap, std::min(limits.max_storage_binding_size, limits.max_buffer_size) / 4 * 4));
+  WGPUBuffer b = nullptr;
+  auto it = free_buffers_.find(cap);
+  if (it != free_buffers_.end() && !it->second.empty()) {
+    b = it->second.back();
+    it->second.pop_back();
+    ++stats.pool_hits;
+  } else {
+    b = create_buffer(cap, WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst, what);
+  }
+  if (options.poison) {
+    if (poison_bytes_.size() < cap) poison_bytes_.assign(cap, 0xFF);
+    // The buffer is idle (see released_), so a queue write needs no flush before it.
+    api.QueueWriteBuffer(queue, b, 0, poison_bytes_.data(), cap);
+  }
+  auto s = std::make_shared<Storage>();
+  s->device = shared_from_this();
+  s->buffer = b;
+  s->capacity = cap;
+  s->bytes = bytes;
+  return s;
+}
+
+void DeviceImpl::release(WGPUBuffer buffer, uint64_t capacity) { released_.emplace_back(buffer, capacity); }
+
+void DeviceImpl::write(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes) {
+  if (bytes == 0) return;
+  // Recorded work that reads this buffer must see the old contents: submit it before the queue write.
+  if (encoder_) flush();
+  api.QueueWriteBuffer(queue, buffer, offset, data, bytes);
+  check("upload");
+}
+
+WGPUBuffer DeviceImpl::take_readback(uint64_t bytes) {
+  const uint64_t cap = size_class(bytes);
+  auto& list = free_readback_[cap];
+  if (!list.empty()) {
+    WGPUBuffer b = list.back();
+    list.pop_back();
+    return b;
+  }
+  return create_buffer(cap, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "read-back staging");
+}
+
+void DeviceImpl::read(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst) {
+  if (bytes == 0) return;
+  const uint64_t padded = (bytes + 3) / 4 * 4;
+  WGPUBuffer staging = take_readback(padded);
+  copy(buffer, offset, staging, 0, padded);
+  flush();
+  struct MapState {
+    bool done = false;
+    uint32_t status = 0;
+    std::string message;
+  } st;
+  WGPUBufferMapCallbackInfo ci{};
+  ci.mode = WGPUCallbackMode_AllowProcessEvents;
+  ci.callback = [](uint32_t status, WGPUStringView message, void* ud1, void*) {
+    auto* s = static_cast<MapState*>(ud1);
+    s->status = status;
+    s->message = to_string(message);
+    s->done = true;
+  };
+  ci.userdata1 = &st;
+  api.BufferMapAsync(staging, WGPUMapMode_Read, 0, padded, ci);
+  wait(st.done, "read-back");
+  if (st.status != WGPUMapAsyncStatus_Success) {
+    api.BufferRelease(staging);
+    check("read-back");
+    throw GpuError("read-back failed: mapping the staging buffer returned status " + std::to_string(st.status) +
+                   ": " + st.message);
+  }
+  const void* p = api.BufferGetConstMappedRange(staging, 0, padded);
+  if (!p) {
+    api.BufferUnmap(staging);
+    api.BufferRelease(staging);
+    throw GpuError("read-back failed: the mapped range is null");
+  }
+  std::memcpy(dst, p, bytes);
+  api.BufferUnmap(staging);
+  free_readback_[size_class(padded)].push_back(staging);
+  check("read-back");
+}
+
+void DeviceImpl::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset, uint64_t bytes) {
+  if (bytes == 0) return;
+  ensure_encoder();
+  end_pass();
+  api.CommandEncoderCopyBufferToBuffer(encoder_, src, src_offset, dst, dst_offset, bytes);
+  check("copy");
+}
+
+const Pipeline& DeviceImpl::pipeline(const std::string& kernel, const KernelDefs& defs) {
+  PipelineKey key{kernel, defs};
+  std::sort(key.defs.begin(), key.defs.end());
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+
+  const std::string source = render_kernel(kernel, kernel_source(kernel), defs);
+  std::string label = kernel;
+  for (const auto& [k, v] : key.defs) label += " " + k + "=" + v;
+  Pipeline p = build_pipeline(label, source);
+  return pipelines_.emplace(std::move(key), std::move(p)).first->second;
+}
+
+Pipeline DeviceImpl::build_pipeline(const std::string& label, const std::string& source) {
+  api.DevicePushErrorScope(device, WGPUErrorFilter_Validation);
+  WGPUShaderSourceWGSL wgsl{};
+  wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
+  wgsl.code = sv(source);
+  WGPUShaderModuleDescriptor smd{};
+  smd.nextInChain = &wgsl.chain;
+  smd.label = sv(label);
+  WGPUShaderModule module = api.DeviceCreateShaderModule(device, &smd);
+  WGPUComputePipelineDescriptor cpd{};
+  cpd.label = sv(label);
+  cpd.compute.module = module;
+  cpd.compute.entryPoint = sv("main");
+  WGPUComputePipeline pipe = api.DeviceCreateComputePipeline(device, &cpd);
+  api.ShaderModuleRelease(module);
+  const ScopeResult r = pop_error_scope(api, device, [this](const bool& done) { wait(done, "pipeline creation"); });
+  if (r.type != WGPUErrorType_NoError) {
+    if (pipe) api.ComputePipelineRelease(pipe);
+    throw GpuError("kernel '" + label + "' failed to build on " + info.name + ": " + r.message);
+  }
+  Pipeline p;
+  p.pipeline = pipe;
+  p.layout = api.ComputePipelineGetBindGroupLayout(pipe, 0);
+  p.label = label;
+  ++stats.pipelines_created;
+  check(label);
+  return p;
+}
+
+std::pair<uint32_t, uint32_t> DeviceImpl::grid(uint64_t workgroups) const {
+  const uint64_t maxd = limits.max_workgroups_per_dim;
+  if (workgroups <= maxd) return {static_cast<uint32_t>(std::max<uint64_t>(workgroups, 1)), 1};
+  const uint64_t y = (workgroups + maxd - 1) / maxd;
+  if (y > maxd) throw ArgumentError("work of " + std::to_string(workgroups) + " workgroups exceeds the device's grid");
+  const uint64_t x = (workgroups + y - 1) / y;
+  return {static_cast<uint32_t>(x), static_cast<uint32_t>(y)};
+}
+
+std::pair<WGPUBuffer, uint64_t> DeviceImpl::stage_uniforms(const void* data, size_t bytes) {
+  if (bytes > kUniformChunkBytes) throw Error("uniform block of " + std::to_string(bytes) + " bytes is too large");
+  const size_t align = std::max<size_t>(limits.min_uniform_offset_alignment, 16);
+  if (uniform_chunks_.empty()) uniform_chunks_.emplace_back();
+  UniformChunk* c = &uniform_chunks_[uniform_chunk_in_use_];
+  size_t at = (c->used + align - 1) / align * align;
+  if (at + bytes > kUniformChunkBytes) {
+    ++uniform_chunk_in_use_;
+    if (uniform_chunk_in_use_ == uniform_chunks_.size()) uniform_chunks_.emplace_back();
+    c = &uniform_chunks_[uniform_chunk_in_use_];
+    at = 0;
+  }
+  if (!c->buffer) {
+    c->buffer = create_buffer(kUniformChunkBytes, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "uniforms");
+    c->host.assign(kUniformChunkBytes, 0);
+  }
+  std::memcpy(c->host.data() + at, data, bytes);
+  c->used = at + bytes;
+  return {c->buffer, at};
+}
+
+void DeviceImpl::ensure_encoder() {
+  if (encoder_) return;
+  WGPUCommandEncoderDescriptor d{};
+  d.label = sv("wgtrain batch");
+  encoder_ = api.DeviceCreateCommandEncoder(device, &d);
+}
+
+void DeviceImpl::ensure_pass() {
+  ensure_encoder();
+  if (pass_) return;
+  WGPUComputePassDescriptor d{};
+  d.label = sv("wgtrain ops");
+  WGPUPassTimestampWrites tw{};
+  if (timing_ && query_set_) {
+    // The region's first pass stamps its start; every pass stamps the end, so the last one's end stands.
+    tw.querySet = query_set_;
+    tw.beginningOfPassWriteIndex = timing_first_pass_ ? 0 : WGPU_QUERY_SET_INDEX_UNDEFINED;
+    tw.endOfPassWriteIndex = 1;
+    timing_first_pass_ = false;
+    d.timestampWrites = &tw;
+  }
+  pass_ = api.CommandEncoderBeginComputePass(encoder_, &d);
+}
+
+void DeviceImpl::end_pass() {
+  if (!pass_) return;
+  api.ComputePassEncoderEnd(pass_);
+  api.ComputePassEncoderRelease(pass_);
+  pass_ = nullptr;
+}
+
+void DeviceImpl::dispatch(const DispatchDesc& d) {
+  if (lost) check(d.op);
+  const uint32_t maxd = limits.max_workgroups_per_dim;
+  if (d.groups_x > maxd || d.groups_y > maxd || d.groups_z > maxd)
+    throw Error("'" + std::string(d.op) + "': dispatch of " + std::to_string(d.groups_x) + "x" +
+                std::to_string(d.groups_y) + "x" + std::to_string(d.groups_z) +
+                " workgroups exceeds the per-dimension limit " + std::to_string(maxd));
+  if (d.groups_x == 0 || d.groups_y == 0 || d.groups_z == 0) return;
+
+  WGPUBindGroupEntry entries[16]{};
+  size_t n = 0;
+  if (d.uniforms) {
+    auto [buf, off] = stage_uniforms(d.uniforms, d.uniform_bytes);
+    entries[n].binding = 0;
+    entries[n].buffer = buf;
+    entries[n].offset = off;
+    entries[n].size = d.uniform_bytes;
+    ++n;
+  }
+  if (d.storage.size() + n > 16) throw Error("'" + std::string(d.op) + "': too many bindings");
+  for (size_t i = 0; i < d.storage.size(); ++i, ++n) {
+    entries[n].binding = static_cast<uint32_t>(i + 1);
+    entries[n].buffer = d.storage[i].buffer;
+    entries[n].offset = 0;
+    entries[n].size = WGPU_WHOLE_SIZE;
+  }
+  const std::string label(d.op);
+  WGPUBindGroupDescriptor bgd{};
+  bgd.label = sv(label);
+  bgd.layout = d.pipeline->layout;
+  bgd.entryCount = n;
+  bgd.entries = entries;
+  // The bind group is where a wrong binding shows; Dawn reports it only through an error scope right away (its
+  // uncaptured-error path defers it to the submit, where the op's name is lost).
+  api.DevicePushErrorScope(device, WGPUErrorFilter_Validation);
+  WGPUBindGroup bg = api.DeviceCreateBindGroup(device, &bgd);
+  const ScopeResult scope = pop_error_scope(api, device, [this](const bool& done) { wait(done, "dispatch"); });
+  if (scope.type != WGPUErrorType_NoError) {
+    if (bg) api.BindGroupRelease(bg);
+    throw GpuError("'" + label + "': the device rejected the dispatch's bindings: " + scope.message);
+  }
+  ensure_pass();
+  api.ComputePassEncoderSetPipeline(pass_, d.pipeline->pipeline);
+  api.ComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
+  api.ComputePassEncoderDispatchWorkgroups(pass_, d.groups_x, d.groups_y, d.groups_z);
+  api.BindGroupRelease(bg);  // the encoder holds its own reference
+  ++stats.dispatches;
+  ++batch_dispatches_;
+  check(d.op);
+  if (batch_dispatches_ >= kMaxDispatchesPerBatch) flush();
+}
+
+void DeviceImpl::flush() {
+  if (encoder_) {
+    end_pass();
+    for (size_t i = 0; i <= uniform_chunk_in_use_ && i < uniform_chunks_.size(); ++i) {
+      auto& c = uniform_chunks_[i];
+      if (c.used) api.QueueWriteBuffer(queue, c.buffer, 0, c.host.data(), (c.used + 3) / 4 * 4);
+      c.used = 0;
+    }
+    uniform_chunk_in_use_ = 0;
+    WGPUCommandBufferDescriptor cbd{};
+    cbd.label = sv("wgtrain batch");
+    WGPUCommandBuffer cb = api.CommandEncoderFinish(encoder_, &cbd);
+    api.CommandEncoderRelease(encoder_);
+    encoder_ = nullptr;
+    api.QueueSubmit(queue, 1, &cb);
+    api.CommandBufferRelease(cb);
+    ++stats.submits;
+    batch_dispatches_ = 0;
+  }
+  // Everything recorded is submitted: buffers released so far may now be handed out again.
+  for (auto& [b, cap] : released_) free_buffers_[cap].push_back(b);
+  released_.clear();
+  check("submit");
+}
+
+void DeviceImpl::synchronize() {
+  flush();
+  bool done = false;
+  WGPUQueueWorkDoneCallbackInfo ci{};
+  ci.mode = WGPUCallbackMode_AllowProcessEvents;
+  ci.callback = [](uint32_t, WGPUStringView, void* ud1, void*) { *static_cast<bool*>(ud1) = true; };
+  ci.userdata1 = &done;
+  api.QueueOnSubmittedWorkDone(queue, ci);
+  wait(done, "synchronize");
+  check("synchronize");
+}
+
+void DeviceImpl::begin_timing() {
+  if (timing_) throw Error("begin_timing: a timing region is already open");
+  if (features.timestamp_query) {
+    if (!query_set_) {
+      WGPUQuerySetDescriptor qd{};
+      qd.label = sv("wgtrain timing");
+      qd.type = WGPUQueryType_Timestamp;
+      qd.count = 2;
+      query_set_ = api.DeviceCreateQuerySet(device, &qd);
+      query_resolve_ = create_buffer(256, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc, "timestamps");
+    }
+    end_pass();
+    timing_first_pass_ = true;
+  } else {
+    synchronize();
+    timing_start_ = std::chrono::steady_clock::now();
+  }
+  timing_ = true;
+}
+
+Device::Timing DeviceImpl::end_timing() {
+  if (!timing_) throw Error("end_timing without begin_timing");
+  if (!features.timestamp_query) {
+    synchronize();
+    timing_ = false;
+    return {std::chrono::duration<double>(std::chrono::steady_clock::now() - timing_start_).count(), false};
+  }
+  end_pass();
+  timing_ = false;
+  if (timing_first_pass_) return {0.0, true};  // nothing was dispatched inside the region
+  ensure_encoder();
+  api.CommandEncoderResolveQuerySet(encoder_, query_set_, 0, 2, query_resolve_, 0);
+  uint64_t ts[2] = {0, 0};
+  read(query_resolve_, 0, sizeof ts, ts);
+  return {ts[1] >= ts[0] ? static_cast<double>(ts[1] - ts[0]) * 1e-9 : 0.0, true};
+}
+
+}  // namespace detail
+
+// ---- Device ------------------------------------------------------------------------------------------------------
+
+Device::Device(std::shared_ptr<DeviceImpl> impl) : impl_(std::move(impl)) {}
+Device::~Device() = default;
+Device::Device(Device&&) noexcept = default;
+Device& Device::operator=(Device&&) noexcept = default;
+
+const AdapterInfo& Device::info() const { return impl_->info; }
+const DeviceLimits& Device::limits() const { return impl_->limits; }
+const DeviceFeatures& Device::features() const { return impl_->features; }
+DeviceStats Device::stats() const { return impl_->stats; }
+void Device::flush() { impl_->flush(); }
+void Device::synchronize() { impl_->synchronize(); }
+void Device::begin_timing() { impl_->begin_timing(); }
+Device::Timing Device::end_timing() { return impl_->end_timing(); }
+
+Device Device::open(const DeviceOptions& requested) {
+  const Api& api = gpu::dawn();
+  DeviceOptions options = requested;
+  if (options.backend == Backend::Auto)
+    if (const char* env = std::getenv("WGTRAIN_BACKEND"); env && *env) options.backend = parse_backend(env);
+  if (const char* env = std::getenv("WGTRAIN_POISON"); env && std::string(env) == "1") options.poison = true;
+  // Dawn's OpenGL backends reach Mesa through EGL; without a display, EGL must use its surfaceless platform.
+  setenv("EGL_PLATFORM", "surfaceless", 0);
+
+  auto impl = std::make_shared<DeviceImpl>(api);
+  impl->options = options;
+  impl->instance = api.CreateInstance(nullptr);
+  if (!impl->instance) throw Error("Dawn could not create a WebGPU instance");
+
+  struct Candidate {
+    uint32_t backend;
+    uint32_t level;
+  };
+  std::vector<Candidate> candidates;
+  switch (options.backend) {
+    case Backend::Auto:
+      candidates = {{WGPUBackendType_Vulkan, WGPUFeatureLevel_Core},
+                    {WGPUBackendType_OpenGL, WGPUFeatureLevel_Compatibility},
+                    {WGPUBackendType_OpenGLES, WGPUFeatureLevel_Compatibility}};
+      break;
+    case Backend::Vulkan: candidates = {{WGPUBackendType_Vulkan, WGPUFeatureLevel_Core}}; break;
+    case Backend::OpenGL: candidates = {{WGPUBackendType_OpenGL, WGPUFeatureLevel_Compatibility}}; break;
+    case Backend::OpenGLES: candidates = {{WGPUBackendType_OpenGLES, WGPUFeatureLevel_Compatibility}}; break;
+  }
+
+  std::string tried;
+  for (const auto& c : candidates) {
+    AdapterRequest req;
+    WGPURequestAdapterOptions ro{};
+    ro.featureLevel = c.level;
+    ro.powerPreference = WGPUPowerPreference_HighPerformance;
+    ro.backendType = c.backend;
+    WGPURequestAdapterCallbackInfo ci{};
+    ci.mode = WGPUCallbackMode_AllowProcessEvents;
+    ci.callback = [](uint32_t status, WGPUAdapter adapter, WGPUStringView message, void* ud1, void*) {
+      auto* r = static_cast<AdapterRequest*>(ud1);
+      r->status = status;
+      r->adapter = adapter;
+      r->message = to_string(message);
+      r->done = true;
+    };
+    ci.userdata1 = &req;
+    api.InstanceRequestAdapter(impl->instance, &ro, ci);
+    while (!req.done) api.InstanceProcessEvents(impl->instance);
+    if (req.status != WGPURequestAdapterStatus_Success || !req.adapter) {
+      tried += std::string(tried.empty() ? "" : "; ") + backend_label(c.backend) + ": " +
+               (req.message.empty() ? "no adapter" : req.message);
+      continue;
+    }
+    WGPUAdapterInfo ai{};
+    api.AdapterGetInfo(req.adapter, &ai);
+    const uint32_t got = ai.backendType;
+    if (got == WGPUBackendType_Null || got != c.backend) {
+      tried += std::string(tried.empty() ? "" : "; ") + backend_label(c.backend) + ": only a " +
+               backend_label(got) + " adapter was offered";
+      api.AdapterInfoFreeMembers(ai);
+      api.AdapterRelease(req.adapter);
+      continue;
+    }
+    impl->adapter = req.adapter;
+    AdapterInfo& info = impl->info;
+    info.name = to_string(ai.device);
+    info.vendor = to_string(ai.vendor);
+    info.architecture = to_string(ai.architecture);
+    info.driver = to_string(ai.description);
+    info.backend = backend_from_wgpu(got);
+    info.backend_label = backend_label(got);
+    info.adapter_type = adapter_type_name(ai.adapterType);
+    info.compatibility_mode = c.level == WGPUFeatureLevel_Compatibility;
+    info.subgroup_min = ai.subgroupMinSize;
+    info.subgroup_max = ai.subgroupMaxSize;
+    if (info.name.empty()) info.name = info.driver;
+    api.AdapterInfoFreeMembers(ai);
+    break;
+  }
+  if (!impl->adapter)
+    throw Error(std::string("no usable WebGPU adapter (backend ") + backend_name(options.backend) + "): " + tried +
+                ". Without a GPU, Mesa's EGL/GL packages give Dawn's OpenGL backend on llvmpipe (scripts/setup.sh).");
+
+  // Features: ask for those the kernels can use, where the adapter offers them.
+  WGPUSupportedFeatures sf{};
+  api.AdapterGetFeatures(impl->adapter, &sf);
+  impl->features.adapter_raw.assign(sf.features, sf.features + sf.featureCount);
+  api.SupportedFeaturesFreeMembers(sf);
+  auto offered = [&](uint32_t f) {
+    return std::find(impl->features.adapter_raw.begin(), impl->features.adapter_raw.end(), f) !=
+           impl->features.adapter_raw.end();
+  };
+  std::vector<uint32_t> want;
+  if (options.timestamps && offered(WGPUFeatureName_TimestampQuery)) want.push_back(WGPUFeatureName_TimestampQuery);
+  if (offered(WGPUFeatureName_ShaderF16)) want.push_back(WGPUFeatureName_ShaderF16);
+  if (offered(WGPUFeatureName_Subgroups)) want.push_back(WGPUFeatureName_Subgroups);
+
+  // Limits: the adapter's own, so large buffers and 1024-wide workgroups are available where the hardware has them.
+  WGPULimits adapter_limits{};
+  if (api.AdapterGetLimits(impl->adapter, &adapter_limits) != WGPUStatus_Success)
+    throw Error("could not read the adapter's limits");
+
+  DeviceRequest dreq;
+  WGPUDeviceDescriptor dd{};
+  dd.label = sv("wgtrain");
+  dd.requiredFeatureCount = want.size();
+  dd.requiredFeatures = want.data();
+  dd.requiredLimits = &adapter_limits;
+  dd.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowProcessEvents;
+  dd.deviceLostCallbackInfo.callback = on_device_lost;
+  dd.deviceLostCallbackInfo.userdata1 = impl.get();
+  dd.uncapturedErrorCallbackInfo.callback = on_uncaptured_error;
+  dd.uncapturedErrorCallbackInfo.userdata1 = impl.get();
+  WGPURequestDeviceCallbackInfo dci{};
+  dci.mode = WGPUCallbackMode_AllowProcessEvents;
+  dci.callback = [](uint32_t status, WGPUDevice device, WGPUStringView message, void* ud1, void*) {
+    auto* r = static_cast<DeviceRequest*>(ud1);
+    r->status = status;
+    r->device = device;
+    r->message = to_string(message);
+    r->done = true;
+  };
+  dci.userdata1 = &dreq;
+  api.AdapterRequestDevice(impl->adapter, &dd, dci);
+  while (!dreq.done) api.InstanceProcessEvents(impl->instance);
+  if (dreq.status != WGPURequestDeviceStatus_Success || !dreq.device)
+    throw Error("could not open a device on " + impl->info.name + ": " + dreq.message);
+  impl->device = dreq.device;
+  impl->queue = api.DeviceGetQueue(impl->device);
+
+  WGPULimits l{};
+  api.DeviceGetLimits(impl->device, &l);
+  DeviceLimits& dl = impl->limits;
+  dl.max_buffer_size = l.maxBufferSize;
+  dl.max_storage_binding_size = l.maxStorageBufferBindingSize;
+  dl.max_uniform_binding_size = l.maxUniformBufferBindingSize;
+  dl.max_storage_buffers_per_stage = l.maxStorageBuffersPerShaderStage;
+  dl.max_workgroup_storage = l.maxComputeWorkgroupStorageSize;
+  dl.max_invocations_per_workgroup = l.maxComputeInvocationsPerWorkgroup;
+  dl.max_workgroup_size_x = l.maxComputeWorkgroupSizeX;
+  dl.max_workgroup_size_y = l.maxComputeWorkgroupSizeY;
+  dl.max_workgroup_size_z = l.maxComputeWorkgroupSizeZ;
+  dl.max_workgroups_per_dim = l.maxComputeWorkgroupsPerDimension;
+  dl.min_uniform_offset_alignment = l.minUniformBufferOffsetAlignment;
+  dl.min_storage_offset_alignment = l.minStorageBufferOffsetAlignment;
+  dl.max_bind_groups = l.maxBindGroups;
+
+  DeviceFeatures& f = impl->features;
+  f.timestamp_query = api.DeviceHasFeature(impl->device, WGPUFeatureName_TimestampQuery) != 0;
+  f.shader_f16 = api.DeviceHasFeature(impl->device, WGPUFeatureName_ShaderF16) != 0;
+  f.subgroups = api.DeviceHasFeature(impl->device, WGPUFeatureName_Subgroups) != 0;
+  f.subgroup_matrix = offered(WGPUFeatureName_SubgroupMatrix);
+  impl->check("device creation");
+  return Device(std::move(impl));
+}
+
+}  // namespace wgtrain

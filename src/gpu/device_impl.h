@@ -1,0 +1,154 @@
+// The device's internals, for op handlers: buffers and their pool, the pipeline cache, batched dispatch, errors.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gpu/dawn.h"
+#include "gpu/kernels.h"
+#include "gpu/webgpu_abi.h"
+#include "wgtrain/device.h"
+
+namespace wgtrain::detail {
+
+using namespace wgtrain::webgpu;
+
+// GPU memory behind one or more tensors. Returned to the device's pool when the last view goes.
+struct Storage {
+  std::shared_ptr<DeviceImpl> device;
+  WGPUBuffer buffer = nullptr;
+  uint64_t capacity = 0;  // bytes of the pooled buffer (a size class, >= what was asked for)
+  uint64_t bytes = 0;     // bytes asked for
+  ~Storage();
+};
+
+struct Pipeline {
+  WGPUComputePipeline pipeline = nullptr;
+  WGPUBindGroupLayout layout = nullptr;
+  std::string label;  // kernel name and variant, used in error messages
+};
+
+// A pipeline-cache key: which embedded kernel, and the values substituted into its {{KEY}} placeholders.
+struct PipelineKey {
+  std::string kernel;
+  KernelDefs defs;
+  auto operator<=>(const PipelineKey&) const = default;
+};
+
+// One storage binding: a whole buffer (offsets into it travel in the uniforms, so no alignment rules apply).
+struct Binding {
+  WGPUBuffer buffer = nullptr;
+};
+
+struct DispatchDesc {
+  std::string_view op;              // named in any error the device reports
+  const Pipeline* pipeline = nullptr;
+  const void* uniforms = nullptr;   // bound at @binding(0) when non-null
+  size_t uniform_bytes = 0;
+  std::vector<Binding> storage;     // bound at @binding(1), (2), ... in order
+  uint32_t groups_x = 1, groups_y = 1, groups_z = 1;
+};
+
+struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
+  const Api& api;
+  WGPUInstance instance = nullptr;
+  WGPUAdapter adapter = nullptr;
+  WGPUDevice device = nullptr;
+  WGPUQueue queue = nullptr;
+
+  DeviceOptions options;
+  AdapterInfo info;
+  DeviceLimits limits;
+  DeviceFeatures features;
+  DeviceStats stats;
+
+  explicit DeviceImpl(const Api& a) : api(a) {}
+  ~DeviceImpl();
+  DeviceImpl(const DeviceImpl&) = delete;
+  DeviceImpl& operator=(const DeviceImpl&) = delete;
+
+  // ---- errors -----------------------------------------------------------------------------------------------
+  std::vector<std::string> pending_errors;  // from the uncaptured-error callback
+  bool lost = false;
+  std::string lost_message;
+  // Throws GpuError naming `op` if the device reported anything since the last check; DeviceLostError if lost.
+  void check(std::string_view op);
+
+  // ---- buffers ----------------------------------------------------------------------------------------------
+  std::shared_ptr<Storage> allocate(uint64_t bytes, std::string_view what);
+  void release(WGPUBuffer buffer, uint64_t capacity);  // from ~Storage
+  // Writes host bytes into a buffer, ordered after all work recorded so far.
+  void write(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes);
+  // Copies bytes back to the host; submits what is recorded and waits for it.
+  void read(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst);
+  // Records a buffer-to-buffer copy (sizes and offsets multiples of 4).
+  void copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset, uint64_t bytes);
+
+  // ---- pipelines and dispatch --------------------------------------------------------------------------------
+  const Pipeline& pipeline(const std::string& kernel, const KernelDefs& defs);
+  // Builds a pipeline from WGSL text (entry point "main"); throws GpuError with the compiler's message. Not cached.
+  Pipeline build_pipeline(const std::string& label, const std::string& source);
+  void dispatch(const DispatchDesc& d);
+  // Splits a 1-D count of workgroups over x and y so neither exceeds the per-dimension limit. Kernels recover the
+  // linear index as wid.x + wid.y * num_workgroups.x.
+  std::pair<uint32_t, uint32_t> grid(uint64_t workgroups) const;
+
+  // ---- submission ---------------------------------------------------------------------------------------------
+  void flush();
+  void synchronize();
+
+  // ---- timing -------------------------------------------------------------------------------------------------
+  void begin_timing();
+  Device::Timing end_timing();
+
+ private:
+  // Pool: free buffers by capacity. A released buffer joins the pool only at the next flush, so a buffer that
+  // recorded-but-unsubmitted work still reads is never handed out and overwritten by a queue write.
+  std::map<uint64_t, std::vector<WGPUBuffer>> free_buffers_;
+  std::vector<std::pair<WGPUBuffer, uint64_t>> released_;
+  std::map<uint64_t, std::vector<WGPUBuffer>> free_readback_;
+  std::vector<uint8_t> poison_bytes_;
+  WGPUBuffer create_buffer(uint64_t bytes, WGPUFlags usage, std::string_view what);
+  WGPUBuffer take_readback(uint64_t bytes);
+
+  // The open batch.
+  WGPUCommandEncoder encoder_ = nullptr;
+  WGPUComputePassEncoder pass_ = nullptr;
+  size_t batch_dispatches_ = 0;
+  void ensure_encoder();
+  void ensure_pass();
+  void end_pass();
+
+  // Uniforms of the open batch: staged on the host in fixed-size chunks, written to their GPU buffers at flush.
+  struct UniformChunk {
+    WGPUBuffer buffer = nullptr;
+    std::vector<uint8_t> host;
+    size_t used = 0;
+  };
+  std::vector<UniformChunk> uniform_chunks_;
+  size_t uniform_chunk_in_use_ = 0;
+  std::pair<WGPUBuffer, uint64_t> stage_uniforms(const void* data, size_t bytes);
+
+  std::map<PipelineKey, Pipeline> pipelines_;
+
+  // Timing.
+  WGPUQuerySet query_set_ = nullptr;
+  WGPUBuffer query_resolve_ = nullptr;
+  bool timing_ = false;
+  bool timing_first_pass_ = false;
+  std::chrono::steady_clock::time_point timing_start_;
+
+  friend class wgtrain::Device;
+  void wait(const bool& done, const char* what);
+};
+
+// Process-wide log of device errors raised from callbacks, kept per device.
+std::string error_type_name(uint32_t type);
+
+}  // namespace wgtrain::detail

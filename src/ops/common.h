@@ -1,0 +1,55 @@
+// Shared by the op handlers: argument checks, uniform layouts for strided tensors, dim coalescing, registration.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "gpu/device_impl.h"
+#include "wgtrain/error.h"
+#include "wgtrain/registry.h"
+#include "wgtrain/tensor.h"
+
+namespace wgtrain::ops::detail {
+
+using wgtrain::detail::DeviceImpl;
+
+// Shape and strides of a view as kernels see them: up to kMaxRank dims, matching WGSL's array<vec4<u32>, 2>.
+struct alignas(16) U32x8 {
+  uint32_t v[8] = {};
+};
+
+// Checked narrowing for values that go into u32 uniforms.
+uint32_t u32(int64_t v, const char* what);
+
+void check_defined(const char* op, const Tensor& t, const char* name);
+void check_dtype(const char* op, const Tensor& t, const char* name, std::initializer_list<DType> allowed);
+void check_rank(const char* op, const Tensor& t, const char* name, int rank);
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+
+// A view's dims as (shape, strides) pairs with size-1 dims dropped and adjacent dims merged where every given view is
+// contiguous across them. All views must share one shape. Returns at least one dim.
+struct Coalesced {
+  Shape shape;
+  std::vector<Shape> strides;  // one per view
+};
+Coalesced coalesce(const Shape& shape, const std::vector<Shape>& strides);
+
+void fill_u32x8(U32x8& dst, const Shape& values, const char* what);
+
+// A new contiguous tensor on a device (poisoned when the device poisons).
+Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype);
+
+// Registration, one function per family (called once by Registry::global()).
+void register_elementwise_ops(Registry& r);
+void register_shape_ops(Registry& r);
+void register_matmul_ops(Registry& r);
+void register_softmax_ops(Registry& r);
+void register_reduce_ops(Registry& r);
+
+// Helpers for registry entries.
+const Tensor& input(const OpTensors& in, const std::string& name);
+std::vector<int> to_int_dims(const std::vector<int64_t>& v);
+
+}  // namespace wgtrain::ops::detail

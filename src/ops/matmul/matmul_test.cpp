@@ -1,0 +1,168 @@
+// mm, bmm, linear against the float64 reference.
+// Tolerance: |c - ref| <= 1e-6 + 2K * 2^-24 * sum_k |a_ik b_kj|, the bound of a length-K fp32 dot product.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "ops/reference.h"
+#include "support/test_support.h"
+#include "wgtrain/error.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain {
+namespace {
+
+using test::all_close;
+using test::download;
+using test::random_host;
+using test::upload;
+
+double dot_rtol(int64_t k) { return 2.0 * std::max<int64_t>(k, 1) * std::ldexp(1.0, -24); }
+
+// (M, K, N): 1s, primes, tile edges (64) and just past them, K longer than one 16-deep k-tile.
+class MmSizes : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t>> {};
+
+TEST_P(MmSizes, MatchesReference) {
+  const auto [M, K, N] = GetParam();
+  const auto a = random_host({M, K}), b = random_host({K, N});
+  const Tensor c = ops::mm(upload(a), upload(b));
+  const auto scale = ref::mm_abs(a, b);
+  EXPECT_TRUE(all_close(c, ref::mm(a, b), 1e-6, dot_rtol(K), &scale));
+}
+
+INSTANTIATE_TEST_SUITE_P(Awkward, MmSizes,
+                         ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(1, 7, 1),
+                                           std::make_tuple(3, 5, 7), std::make_tuple(17, 31, 13),
+                                           std::make_tuple(64, 64, 64), std::make_tuple(65, 17, 129),
+                                           std::make_tuple(100, 1, 3), std::make_tuple(2, 211, 3),
+                                           std::make_tuple(127, 33, 67), std::make_tuple(1, 300, 131)));
+
+TEST(Mm, TransposedViewsNeedNoCopy) {
+  // a = A^T and b = B^T as strided views; the kernel reads them through their strides.
+  const int64_t M = 37, K = 29, N = 41;
+  const auto at = random_host({K, M}), bt = random_host({N, K});
+  const Tensor a = upload(at).transpose(0, 1), b = upload(bt).transpose(0, 1);
+  ASSERT_FALSE(a.is_contiguous());
+  ref::HostTensor ah({M, K}), bh({K, N});
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) ah.data[i * K + k] = at.data[k * M + i];
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) bh.data[k * N + j] = bt.data[j * K + k];
+  const auto before = test::device().stats().dispatches;
+  const Tensor c = ops::mm(a, b);
+  EXPECT_EQ(test::device().stats().dispatches, before + 1) << "a transposed operand must not be copied first";
+  const auto scale = ref::mm_abs(ah, bh);
+  EXPECT_TRUE(all_close(c, ref::mm(ah, bh), 1e-6, dot_rtol(K), &scale));
+}
+
+TEST(Mm, EmptyDims) {
+  EXPECT_EQ(ops::mm(upload(random_host({0, 3})), upload(random_host({3, 5}))).shape(), (Shape{0, 5}));
+  // K = 0: every output is an empty sum.
+  const Tensor c = ops::mm(upload(random_host({4, 0})), upload(random_host({0, 3})));
+  EXPECT_TRUE(all_close(c, ref::HostTensor({4, 3}), 0, 0));
+}
+
+TEST(Mm, RejectsBadArguments) {
+  const Tensor a = upload(random_host({3, 4})), b = upload(random_host({5, 6}));
+  try {
+    ops::mm(a, b);
+    FAIL() << "no error";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("[3, 4]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[5, 6]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ops::mm(a, upload(random_host({4}))), ArgumentError);
+  const std::vector<int32_t> ints(12, 1);
+  EXPECT_THROW(ops::mm(Tensor::from_host(test::device(), {4, 3}, ints), a), ArgumentError);
+}
+
+class BmmSizes : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+
+TEST_P(BmmSizes, MatchesReference) {
+  const auto [B, M, K, N] = GetParam();
+  const auto a = random_host({B, M, K}), b = random_host({B, K, N});
+  const Tensor c = ops::bmm(upload(a), upload(b));
+  const auto scale = ref::mm_abs(a, b);
+  EXPECT_TRUE(all_close(c, ref::bmm(a, b), 1e-6, dot_rtol(K), &scale));
+}
+
+INSTANTIATE_TEST_SUITE_P(Awkward, BmmSizes,
+                         ::testing::Values(std::make_tuple(1, 1, 1, 1), std::make_tuple(3, 17, 9, 33),
+                                           std::make_tuple(5, 65, 3, 2), std::make_tuple(7, 1, 70, 1),
+                                           std::make_tuple(2, 66, 67, 65)));
+
+TEST(Bmm, BroadcastBatchOperand) {
+  // b expanded over the batch (stride 0): one weight for every batch entry.
+  const int64_t B = 4, M = 5, K = 6, N = 7;
+  const auto a = random_host({B, M, K}), b1 = random_host({1, K, N});
+  const Tensor c = ops::bmm(upload(a), upload(b1).expand({B, K, N}));
+  const auto b = ref::expand(b1, {B, K, N});
+  const auto scale = ref::mm_abs(a, b);
+  EXPECT_TRUE(all_close(c, ref::bmm(a, b), 1e-6, dot_rtol(K), &scale));
+}
+
+TEST(Bmm, RejectsMismatchedBatch) {
+  EXPECT_THROW(ops::bmm(upload(random_host({2, 3, 4})), upload(random_host({3, 4, 5}))), ArgumentError);
+  EXPECT_THROW(ops::bmm(upload(random_host({2, 3, 4})), upload(random_host({2, 5, 5}))), ArgumentError);
+}
+
+// (leading shape, K, N, bias)
+class LinearCases : public ::testing::TestWithParam<std::tuple<Shape, int64_t, int64_t, bool>> {};
+
+TEST_P(LinearCases, MatchesReference) {
+  auto [lead, K, N, with_bias] = GetParam();
+  Shape xs = lead;
+  xs.push_back(K);
+  const auto x = random_host(xs), w = random_host({N, K});
+  std::optional<ref::HostTensor> bias;
+  std::optional<Tensor> bias_t;
+  if (with_bias) {
+    bias = random_host({N});
+    bias_t = upload(*bias);
+  }
+  const Tensor y = ops::linear(upload(x), upload(w), bias_t);
+  // Scale: sum_k |x w| plus |bias|.
+  const int64_t M = numel(lead);
+  ref::HostTensor scale({M, N});
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += std::fabs(x.data[i * K + k] * w.data[j * K + k]);
+      scale.data[i * N + j] = s + (bias ? std::fabs(bias->data[j]) : 0.0);
+    }
+  Shape ys = lead;
+  ys.push_back(N);
+  auto want = ref::linear(x, w, bias);
+  scale.shape = ys;
+  EXPECT_TRUE(all_close(y, want, 1e-6, dot_rtol(K + 1), &scale));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Awkward, LinearCases,
+    ::testing::Values(std::make_tuple(Shape{1}, 1, 1, false), std::make_tuple(Shape{1}, 1, 1, true),
+                      std::make_tuple(Shape{7}, 13, 5, true), std::make_tuple(Shape{2, 5}, 100, 70, true),
+                      std::make_tuple(Shape{3, 1, 4}, 17, 65, false), std::make_tuple(Shape{66}, 64, 3, true)));
+
+TEST(Linear, StridedInput) {
+  // x is a column slice of a wider matrix: not contiguous, still exact.
+  const int64_t M = 9, K = 11, N = 6;
+  const auto wide = random_host({M, K + 5}), w = random_host({N, K});
+  const Tensor x = upload(wide).slice(1, 2, 2 + K);
+  ASSERT_FALSE(x.is_contiguous());
+  ref::HostTensor xh({M, K});
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) xh.data[i * K + k] = wide.data[i * (K + 5) + 2 + k];
+  const Tensor y = ops::linear(x, upload(w));
+  EXPECT_TRUE(all_close(y, ref::linear(xh, w, std::nullopt), 1e-6, 1e-5));
+}
+
+TEST(Linear, RejectsBadArguments) {
+  const Tensor x = upload(random_host({3, 4})), w = upload(random_host({5, 4}));
+  EXPECT_THROW(ops::linear(x, upload(random_host({5, 3}))), ArgumentError);
+  EXPECT_THROW(ops::linear(x, w, upload(random_host({4}))), ArgumentError);
+  EXPECT_THROW(ops::linear(x, upload(random_host({5, 4, 1}))), ArgumentError);
+}
+
+}  // namespace
+}  // namespace wgtrain

@@ -1,0 +1,99 @@
+// Sum over the reduced dims of a strided f32 view, times a scale (1 for sum, 1/count for mean).
+// The view is split into kept dims (which index the output) and reduced dims, each with its own shape and strides.
+// PER_THREAD = true: one thread per output, for short reductions. Otherwise one workgroup per (output, part): the
+// reduced range is cut into `parts` chunks of `chunk` elements, each summed by a workgroup (tree in workgroup
+// memory) into out[o * parts + part]; a second dispatch then reduces the parts.
+
+const PER_THREAD: bool = {{PER_THREAD}};
+const WG: u32 = 256u;
+
+struct Params {
+  n_out: u32,
+  count: u32,      // reduced elements per output
+  parts: u32,
+  chunk: u32,
+  x_off: u32,
+  kept_rank: u32,
+  red_rank: u32,
+  scale: f32,
+  kept_shape: array<vec4<u32>, 2>,
+  kept_strides: array<vec4<u32>, 2>,
+  red_shape: array<vec4<u32>, 2>,
+  red_strides: array<vec4<u32>, 2>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+var<workgroup> partial: array<f32, WG>;
+
+fn kept_offset(o: u32) -> u32 {
+  var rem = o;
+  var off = p.x_off;
+  for (var d = p.kept_rank; d > 0u; d = d - 1u) {
+    let k = d - 1u;
+    let e = p.kept_shape[k / 4u][k % 4u];
+    off = off + (rem % e) * p.kept_strides[k / 4u][k % 4u];
+    rem = rem / e;
+  }
+  return off;
+}
+
+fn red_offset(r: u32) -> u32 {
+  if (p.red_rank == 1u) {
+    return r * p.red_strides[0][0];
+  }
+  var rem = r;
+  var off = 0u;
+  for (var d = p.red_rank; d > 0u; d = d - 1u) {
+    let k = d - 1u;
+    let e = p.red_shape[k / 4u][k % 4u];
+    off = off + (rem % e) * p.red_strides[k / 4u][k % 4u];
+    rem = rem / e;
+  }
+  return off;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
+        @builtin(num_workgroups) nwg: vec3u) {
+  let g = wid.x + wid.y * nwg.x;
+  if (PER_THREAD) {
+    // No early return on a per-thread condition: the barriers below must stay in uniform control flow.
+    let o = g * WG + lid.x;
+    if (o < p.n_out) {
+      let base = kept_offset(o);
+      var acc = 0.0;
+      for (var r = 0u; r < p.count; r = r + 1u) {
+        acc = acc + x[base + red_offset(r)];
+      }
+      out[o] = acc * p.scale;
+    }
+    return;
+  }
+
+  if (g >= p.n_out * p.parts) {
+    return;
+  }
+  let o = g / p.parts;
+  let part = g % p.parts;
+  let base = kept_offset(o);
+  let begin = part * p.chunk;
+  let end = min(p.count, begin + p.chunk);
+  var acc = 0.0;
+  for (var r = begin + lid.x; r < end; r = r + WG) {
+    acc = acc + x[base + red_offset(r)];
+  }
+  partial[lid.x] = acc;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+    if (lid.x < stride) {
+      partial[lid.x] = partial[lid.x] + partial[lid.x + stride];
+    }
+    workgroupBarrier();
+  }
+  if (lid.x == 0u) {
+    out[g] = partial[0] * p.scale;
+  }
+}

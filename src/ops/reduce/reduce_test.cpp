@@ -1,0 +1,84 @@
+// sum and mean over dims against the float64 reference.
+// Tolerance: |y - ref| <= 1e-30 + 2^-17 sum|x| (fp32 partial sums over at most a few thousand terms) for sum, and
+// the same divided by the count for mean.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/reference.h"
+#include "support/test_support.h"
+#include "wgtrain/error.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain {
+namespace {
+
+using test::all_close;
+using test::random_host;
+using test::upload;
+
+struct Case {
+  Shape shape;
+  std::vector<int> dims;
+  bool keepdim;
+};
+
+class ReduceCases : public ::testing::TestWithParam<Case> {};
+
+void check(const ref::HostTensor& x, const Tensor& xt, const std::vector<int>& dims, bool keepdim) {
+  const auto abs_sum = ref::reduce_abs(x, dims, keepdim);
+  EXPECT_TRUE(all_close(ops::sum(xt, dims, keepdim), ref::reduce(x, dims, keepdim, false), 1e-30,
+                        std::ldexp(1.0, -17), &abs_sum))
+      << "sum";
+  const auto want_mean = ref::reduce(x, dims, keepdim, true);
+  ref::HostTensor mean_scale = abs_sum;
+  const double count = x.numel() / std::max<double>(1.0, static_cast<double>(abs_sum.numel()));
+  for (auto& v : mean_scale.data) v /= count;
+  EXPECT_TRUE(all_close(ops::mean(xt, dims, keepdim), want_mean, 1e-30, std::ldexp(1.0, -17), &mean_scale))
+      << "mean";
+}
+
+TEST_P(ReduceCases, MatchesReference) {
+  const Case c = GetParam();
+  const auto x = random_host(c.shape);
+  check(x, upload(x), c.dims, c.keepdim);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Awkward, ReduceCases,
+    ::testing::Values(Case{{1}, {}, false}, Case{{1000}, {}, false}, Case{{100003}, {0}, true},
+                      Case{{3, 5, 7}, {1}, false}, Case{{3, 5, 7}, {0, 2}, true}, Case{{3, 5, 7}, {}, true},
+                      Case{{64, 3}, {1}, false}, Case{{3, 200}, {0}, false}, Case{{300, 70}, {0}, false},
+                      Case{{2, 3, 4, 5}, {-1, 1}, false}, Case{{7, 1, 9}, {1}, false}, Case{{5, 4099}, {1}, true},
+                      Case{{2, 2, 2, 2, 2, 2, 2, 3}, {0, 2, 4, 6}, false}));
+
+TEST(Reduce, StridedInput) {
+  const auto x = random_host({20, 30});
+  const Tensor xt = upload(x).transpose(0, 1);  // [30, 20]
+  ref::HostTensor xtr({30, 20});
+  for (int i = 0; i < 20; ++i)
+    for (int j = 0; j < 30; ++j) xtr.data[j * 20 + i] = x.data[i * 30 + j];
+  check(xtr, xt, {1}, false);
+  check(xtr, xt, {0}, true);
+}
+
+TEST(Reduce, EmptyReduction) {
+  // A dim of size 0: sums are 0, means NaN (as in PyTorch).
+  const Tensor x = upload(random_host({3, 0}));
+  const auto s = ops::sum(x, {1}).to_host_f32();
+  const auto m = ops::mean(x, {1}).to_host_f32();
+  ASSERT_EQ(s.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(s[i], 0.0f);
+    EXPECT_TRUE(std::isnan(m[i]));
+  }
+}
+
+TEST(Reduce, RejectsBadDims) {
+  const Tensor x = upload(random_host({2, 3}));
+  EXPECT_THROW(ops::sum(x, {2}), ArgumentError);
+  EXPECT_THROW(ops::sum(x, {0, -2}), ArgumentError);
+}
+
+}  // namespace
+}  // namespace wgtrain

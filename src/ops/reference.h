@@ -1,0 +1,44 @@
+// CPU references for the ops, in float64, on row-major host tensors. Each op family's *_ref.cpp defines its part.
+// They are the ground truth in tests, and small enough to read as the ops' specification.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "wgtrain/tensor.h"
+
+namespace wgtrain::ref {
+
+struct HostTensor {
+  Shape shape;
+  std::vector<double> data;  // row-major
+
+  HostTensor() = default;
+  HostTensor(Shape s, std::vector<double> d) : shape(std::move(s)), data(std::move(d)) {}
+  explicit HostTensor(Shape s) : shape(std::move(s)), data(static_cast<size_t>(wgtrain::numel(shape)), 0.0) {}
+  int64_t numel() const { return wgtrain::numel(shape); }
+  int rank() const { return static_cast<int>(shape.size()); }
+};
+
+// matmul family
+HostTensor mm(const HostTensor& a, const HostTensor& b);
+HostTensor bmm(const HostTensor& a, const HostTensor& b);
+HostTensor linear(const HostTensor& x, const HostTensor& w, const std::optional<HostTensor>& bias);
+// Per-element sum of |a||b| over k for mm/bmm/linear: the scale of the rounding error a GPU result may carry.
+HostTensor mm_abs(const HostTensor& a, const HostTensor& b);
+
+// softmax family
+HostTensor softmax(const HostTensor& x, int dim, bool log);
+
+// elementwise binary; op is one of "add", "sub", "mul", "div"
+HostTensor binary(const char* op, const HostTensor& a, const HostTensor& b, double alpha = 1.0);
+HostTensor binary_scalar(const char* op, const HostTensor& a, double s);
+// A broadcast copy (expand), used by the references above.
+HostTensor expand(const HostTensor& a, const Shape& shape);
+
+// reduce
+HostTensor reduce(const HostTensor& x, const std::vector<int>& dims, bool keepdim, bool mean);
+// Sum of |x| with the same reduction, for tolerances.
+HostTensor reduce_abs(const HostTensor& x, const std::vector<int>& dims, bool keepdim);
+
+}  // namespace wgtrain::ref

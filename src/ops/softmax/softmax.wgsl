@@ -1,0 +1,75 @@
+// Softmax / log-softmax along one dim of a contiguous f32 tensor, seen as [outer, len, inner].
+// One workgroup per (outer, inner) row: a single pass keeps a running (max, sum of exp(x - max)) per thread, the
+// pairs are merged in workgroup memory, then the row is written. Stable for any magnitude: every exponent is <= 0.
+// Variant: LOG (true: log_softmax).
+
+const LOG: bool = {{LOG}};
+const WG: u32 = 256u;
+
+struct Params {
+  rows: u32,
+  len: u32,
+  inner: u32,
+  x_off: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+var<workgroup> wm: array<f32, WG>;
+var<workgroup> ws: array<f32, WG>;
+
+// The running max starts at the lowest finite f32 rather than -inf, so that merging two empty sides never computes
+// -inf - (-inf). An input of -inf then adds exp(-inf - max) = 0, and a row of nothing but -inf ends with sum 0 and
+// so NaN outputs, as in PyTorch.
+const LOWEST: f32 = -0x1.fffffep+127f;
+
+// Merges two (max, sum of exp(x - max)) pairs.
+fn merge(m1: f32, s1: f32, m2: f32, s2: f32) -> vec2f {
+  let m = max(m1, m2);
+  return vec2f(m, s1 * exp(m1 - m) + s2 * exp(m2 - m));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
+        @builtin(num_workgroups) nwg: vec3u) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.rows) {
+    return;
+  }
+  let base = (row / p.inner) * p.len * p.inner + (row % p.inner);
+  let t = lid.x;
+
+  var m = LOWEST;
+  var s = 0.0;
+  for (var l = t; l < p.len; l = l + WG) {
+    let v = x[p.x_off + base + l * p.inner];
+    let r = merge(m, s, v, 1.0);
+    m = r.x;
+    s = r.y;
+  }
+  wm[t] = m;
+  ws[t] = s;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+    if (t < stride) {
+      let r = merge(wm[t], ws[t], wm[t + stride], ws[t + stride]);
+      wm[t] = r.x;
+      ws[t] = r.y;
+    }
+    workgroupBarrier();
+  }
+  let row_max = wm[0];
+  let row_sum = ws[0];
+  let log_sum = log(row_sum);
+  let inv_sum = 1.0 / row_sum;
+  for (var l = t; l < p.len; l = l + WG) {
+    let v = x[p.x_off + base + l * p.inner];
+    if (LOG) {
+      y[base + l * p.inner] = v - row_max - log_sum;
+    } else {
+      y[base + l * p.inner] = exp(v - row_max) * inv_sum;
+    }
+  }
+}

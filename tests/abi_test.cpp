@@ -1,0 +1,328 @@
+// The WebGPU ABI check: every struct and enum constant wgtrain declares (src/gpu/webgpu_abi.h) against the pinned
+// Dawn library itself.
+//   structs:   the library's DWARF, read with pahole: each member's name, offset and size, and the total size;
+//   constants: the enum tables of the JavaScript bindings built against the same library (bun-webgpu@0.1.7);
+//   the rest:  the few constants those tables lack are checked by how the live library behaves.
+// A struct or constant added to the header without an entry here fails HeaderIsFullyChecked.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu/device_impl.h"
+#include "gpu/webgpu_abi.h"
+#include "support/test_support.h"
+
+namespace {
+
+using namespace wgtrain::webgpu;
+
+struct FieldLayout {
+  std::string name;
+  size_t offset, size;
+};
+struct StructLayout {
+  std::string name;
+  size_t size;
+  std::vector<FieldLayout> fields;
+};
+
+#define FIELD(T, f) FieldLayout{#f, offsetof(T, f), sizeof(T::f)}
+#define STRUCT(T, ...) StructLayout{#T, sizeof(T), {__VA_ARGS__}}
+
+// Every struct of webgpu_abi.h, member by member. WGPUShaderSourceWGSL is checked separately (not in the DWARF).
+const std::vector<StructLayout>& our_structs() {
+  static const std::vector<StructLayout> s = {
+      STRUCT(WGPUStringView, FIELD(WGPUStringView, data), FIELD(WGPUStringView, length)),
+      STRUCT(WGPUChainedStruct, FIELD(WGPUChainedStruct, next), FIELD(WGPUChainedStruct, sType)),
+      STRUCT(WGPUFuture, FIELD(WGPUFuture, id)),
+      STRUCT(WGPUInstanceCapabilities, FIELD(WGPUInstanceCapabilities, nextInChain),
+             FIELD(WGPUInstanceCapabilities, timedWaitAnyEnable), FIELD(WGPUInstanceCapabilities, timedWaitAnyMaxCount)),
+      STRUCT(WGPUInstanceDescriptor, FIELD(WGPUInstanceDescriptor, nextInChain),
+             FIELD(WGPUInstanceDescriptor, capabilities)),
+      STRUCT(WGPURequestAdapterOptions, FIELD(WGPURequestAdapterOptions, nextInChain),
+             FIELD(WGPURequestAdapterOptions, featureLevel), FIELD(WGPURequestAdapterOptions, powerPreference),
+             FIELD(WGPURequestAdapterOptions, forceFallbackAdapter), FIELD(WGPURequestAdapterOptions, backendType),
+             FIELD(WGPURequestAdapterOptions, compatibleSurface)),
+      STRUCT(WGPUAdapterInfo, FIELD(WGPUAdapterInfo, nextInChain), FIELD(WGPUAdapterInfo, vendor),
+             FIELD(WGPUAdapterInfo, architecture), FIELD(WGPUAdapterInfo, device), FIELD(WGPUAdapterInfo, description),
+             FIELD(WGPUAdapterInfo, backendType), FIELD(WGPUAdapterInfo, adapterType), FIELD(WGPUAdapterInfo, vendorID),
+             FIELD(WGPUAdapterInfo, deviceID), FIELD(WGPUAdapterInfo, subgroupMinSize),
+             FIELD(WGPUAdapterInfo, subgroupMaxSize)),
+      STRUCT(WGPULimits, FIELD(WGPULimits, nextInChain), FIELD(WGPULimits, maxTextureDimension1D),
+             FIELD(WGPULimits, maxTextureDimension2D), FIELD(WGPULimits, maxTextureDimension3D),
+             FIELD(WGPULimits, maxTextureArrayLayers), FIELD(WGPULimits, maxBindGroups),
+             FIELD(WGPULimits, maxBindGroupsPlusVertexBuffers), FIELD(WGPULimits, maxBindingsPerBindGroup),
+             FIELD(WGPULimits, maxDynamicUniformBuffersPerPipelineLayout),
+             FIELD(WGPULimits, maxDynamicStorageBuffersPerPipelineLayout),
+             FIELD(WGPULimits, maxSampledTexturesPerShaderStage), FIELD(WGPULimits, maxSamplersPerShaderStage),
+             FIELD(WGPULimits, maxStorageBuffersPerShaderStage), FIELD(WGPULimits, maxStorageTexturesPerShaderStage),
+             FIELD(WGPULimits, maxUniformBuffersPerShaderStage), FIELD(WGPULimits, maxUniformBufferBindingSize),
+             FIELD(WGPULimits, maxStorageBufferBindingSize), FIELD(WGPULimits, minUniformBufferOffsetAlignment),
+             FIELD(WGPULimits, minStorageBufferOffsetAlignment), FIELD(WGPULimits, maxVertexBuffers),
+             FIELD(WGPULimits, maxBufferSize), FIELD(WGPULimits, maxVertexAttributes),
+             FIELD(WGPULimits, maxVertexBufferArrayStride), FIELD(WGPULimits, maxInterStageShaderVariables),
+             FIELD(WGPULimits, maxColorAttachments), FIELD(WGPULimits, maxColorAttachmentBytesPerSample),
+             FIELD(WGPULimits, maxComputeWorkgroupStorageSize), FIELD(WGPULimits, maxComputeInvocationsPerWorkgroup),
+             FIELD(WGPULimits, maxComputeWorkgroupSizeX), FIELD(WGPULimits, maxComputeWorkgroupSizeY),
+             FIELD(WGPULimits, maxComputeWorkgroupSizeZ), FIELD(WGPULimits, maxComputeWorkgroupsPerDimension),
+             FIELD(WGPULimits, maxImmediateSize)),
+      STRUCT(WGPUSupportedFeatures, FIELD(WGPUSupportedFeatures, featureCount), FIELD(WGPUSupportedFeatures, features)),
+      STRUCT(WGPURequestAdapterCallbackInfo, FIELD(WGPURequestAdapterCallbackInfo, nextInChain),
+             FIELD(WGPURequestAdapterCallbackInfo, mode), FIELD(WGPURequestAdapterCallbackInfo, callback),
+             FIELD(WGPURequestAdapterCallbackInfo, userdata1), FIELD(WGPURequestAdapterCallbackInfo, userdata2)),
+      STRUCT(WGPURequestDeviceCallbackInfo, FIELD(WGPURequestDeviceCallbackInfo, nextInChain),
+             FIELD(WGPURequestDeviceCallbackInfo, mode), FIELD(WGPURequestDeviceCallbackInfo, callback),
+             FIELD(WGPURequestDeviceCallbackInfo, userdata1), FIELD(WGPURequestDeviceCallbackInfo, userdata2)),
+      STRUCT(WGPUDeviceLostCallbackInfo, FIELD(WGPUDeviceLostCallbackInfo, nextInChain),
+             FIELD(WGPUDeviceLostCallbackInfo, mode), FIELD(WGPUDeviceLostCallbackInfo, callback),
+             FIELD(WGPUDeviceLostCallbackInfo, userdata1), FIELD(WGPUDeviceLostCallbackInfo, userdata2)),
+      STRUCT(WGPUUncapturedErrorCallbackInfo, FIELD(WGPUUncapturedErrorCallbackInfo, nextInChain),
+             FIELD(WGPUUncapturedErrorCallbackInfo, callback), FIELD(WGPUUncapturedErrorCallbackInfo, userdata1),
+             FIELD(WGPUUncapturedErrorCallbackInfo, userdata2)),
+      STRUCT(WGPUBufferMapCallbackInfo, FIELD(WGPUBufferMapCallbackInfo, nextInChain),
+             FIELD(WGPUBufferMapCallbackInfo, mode), FIELD(WGPUBufferMapCallbackInfo, callback),
+             FIELD(WGPUBufferMapCallbackInfo, userdata1), FIELD(WGPUBufferMapCallbackInfo, userdata2)),
+      STRUCT(WGPUPopErrorScopeCallbackInfo, FIELD(WGPUPopErrorScopeCallbackInfo, nextInChain),
+             FIELD(WGPUPopErrorScopeCallbackInfo, mode), FIELD(WGPUPopErrorScopeCallbackInfo, callback),
+             FIELD(WGPUPopErrorScopeCallbackInfo, userdata1), FIELD(WGPUPopErrorScopeCallbackInfo, userdata2)),
+      STRUCT(WGPUQueueWorkDoneCallbackInfo, FIELD(WGPUQueueWorkDoneCallbackInfo, nextInChain),
+             FIELD(WGPUQueueWorkDoneCallbackInfo, mode), FIELD(WGPUQueueWorkDoneCallbackInfo, callback),
+             FIELD(WGPUQueueWorkDoneCallbackInfo, userdata1), FIELD(WGPUQueueWorkDoneCallbackInfo, userdata2)),
+      STRUCT(WGPUQueueDescriptor, FIELD(WGPUQueueDescriptor, nextInChain), FIELD(WGPUQueueDescriptor, label)),
+      STRUCT(WGPUDeviceDescriptor, FIELD(WGPUDeviceDescriptor, nextInChain), FIELD(WGPUDeviceDescriptor, label),
+             FIELD(WGPUDeviceDescriptor, requiredFeatureCount), FIELD(WGPUDeviceDescriptor, requiredFeatures),
+             FIELD(WGPUDeviceDescriptor, requiredLimits), FIELD(WGPUDeviceDescriptor, defaultQueue),
+             FIELD(WGPUDeviceDescriptor, deviceLostCallbackInfo),
+             FIELD(WGPUDeviceDescriptor, uncapturedErrorCallbackInfo)),
+      STRUCT(WGPUBufferDescriptor, FIELD(WGPUBufferDescriptor, nextInChain), FIELD(WGPUBufferDescriptor, label),
+             FIELD(WGPUBufferDescriptor, usage), FIELD(WGPUBufferDescriptor, size),
+             FIELD(WGPUBufferDescriptor, mappedAtCreation)),
+      STRUCT(WGPUShaderModuleDescriptor, FIELD(WGPUShaderModuleDescriptor, nextInChain),
+             FIELD(WGPUShaderModuleDescriptor, label)),
+      STRUCT(WGPUConstantEntry, FIELD(WGPUConstantEntry, nextInChain), FIELD(WGPUConstantEntry, key),
+             FIELD(WGPUConstantEntry, value)),
+      STRUCT(WGPUComputeState, FIELD(WGPUComputeState, nextInChain), FIELD(WGPUComputeState, module),
+             FIELD(WGPUComputeState, entryPoint), FIELD(WGPUComputeState, constantCount),
+             FIELD(WGPUComputeState, constants)),
+      STRUCT(WGPUComputePipelineDescriptor, FIELD(WGPUComputePipelineDescriptor, nextInChain),
+             FIELD(WGPUComputePipelineDescriptor, label), FIELD(WGPUComputePipelineDescriptor, layout),
+             FIELD(WGPUComputePipelineDescriptor, compute)),
+      STRUCT(WGPUBindGroupEntry, FIELD(WGPUBindGroupEntry, nextInChain), FIELD(WGPUBindGroupEntry, binding),
+             FIELD(WGPUBindGroupEntry, buffer), FIELD(WGPUBindGroupEntry, offset), FIELD(WGPUBindGroupEntry, size),
+             FIELD(WGPUBindGroupEntry, sampler), FIELD(WGPUBindGroupEntry, textureView)),
+      STRUCT(WGPUBindGroupDescriptor, FIELD(WGPUBindGroupDescriptor, nextInChain),
+             FIELD(WGPUBindGroupDescriptor, label), FIELD(WGPUBindGroupDescriptor, layout),
+             FIELD(WGPUBindGroupDescriptor, entryCount), FIELD(WGPUBindGroupDescriptor, entries)),
+      STRUCT(WGPUCommandEncoderDescriptor, FIELD(WGPUCommandEncoderDescriptor, nextInChain),
+             FIELD(WGPUCommandEncoderDescriptor, label)),
+      STRUCT(WGPUPassTimestampWrites, FIELD(WGPUPassTimestampWrites, nextInChain),
+             FIELD(WGPUPassTimestampWrites, querySet), FIELD(WGPUPassTimestampWrites, beginningOfPassWriteIndex),
+             FIELD(WGPUPassTimestampWrites, endOfPassWriteIndex)),
+      STRUCT(WGPUComputePassDescriptor, FIELD(WGPUComputePassDescriptor, nextInChain),
+             FIELD(WGPUComputePassDescriptor, label), FIELD(WGPUComputePassDescriptor, timestampWrites)),
+      STRUCT(WGPUCommandBufferDescriptor, FIELD(WGPUCommandBufferDescriptor, nextInChain),
+             FIELD(WGPUCommandBufferDescriptor, label)),
+      STRUCT(WGPUQuerySetDescriptor, FIELD(WGPUQuerySetDescriptor, nextInChain), FIELD(WGPUQuerySetDescriptor, label),
+             FIELD(WGPUQuerySetDescriptor, type), FIELD(WGPUQuerySetDescriptor, count)),
+  };
+  return s;
+}
+
+std::string run_command(const std::string& cmd) {
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  if (!p) return {};
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// pahole's view of each struct: members in order, with offsets and sizes.
+std::map<std::string, StructLayout> dwarf_structs() {
+  std::string classes;
+  for (const auto& s : our_structs()) classes += (classes.empty() ? "" : ",") + ("cimport.struct_" + s.name);
+  const std::string out =
+      run_command("pahole -C " + classes + " '" + std::string(WGTRAIN_DAWN_LIBRARY_PATH) + "' 2>&1");
+  std::map<std::string, StructLayout> result;
+  std::istringstream in(out);
+  std::string line;
+  StructLayout* cur = nullptr;
+  const std::regex head(R"(^struct cimport\.struct_(\w+) \{)");
+  const std::regex member(R"(^\s+.*?[\s\*](\w+)(\[\d+\])?\s*(__attribute__\(\(.*\)\))?;\s*/\*\s*(\d+)\s+(\d+)\s*\*/)");
+  const std::regex size(R"(/\* size: (\d+),)");
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, head)) {
+      cur = &result[m[1]];
+      cur->name = m[1];
+    } else if (cur && std::regex_search(line, m, member)) {
+      cur->fields.push_back({m[1], std::stoul(m[4]), std::stoul(m[5])});
+    } else if (cur && std::regex_search(line, m, size)) {
+      cur->size = std::stoul(m[1]);
+      cur = nullptr;
+    }
+  }
+  return result;
+}
+
+// The JS bindings' enum tables: "var NAME = {" or "var NAME = defineEnum({", entries `key: N` or `key: 1 << N`.
+std::map<std::string, std::map<std::string, uint64_t>> js_enum_tables() {
+  std::map<std::string, std::map<std::string, uint64_t>> tables;
+  std::istringstream in(read_file(WGTRAIN_DAWN_JS_PATH));
+  const std::regex open(R"(^var (\w+) = (defineEnum\()?\{$)");
+  const std::regex entry(R"re(^\s*"?([\w-]+)"?:\s*(\d+)(\s*<<\s*(\d+))?,?$)re");
+  std::string line, table;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (table.empty()) {
+      if (std::regex_search(line, m, open)) table = m[1];
+    } else if (line.rfind("}", 0) == 0) {
+      table.clear();
+    } else if (std::regex_search(line, m, entry)) {
+      uint64_t v = std::stoull(m[2]);
+      if (m[4].matched) v <<= std::stoul(m[4]);
+      tables[table][m[1]] = v;
+    }
+  }
+  return tables;
+}
+
+struct EnumConstant {
+  const char* name;
+  uint32_t value;
+  const char* source;
+  const char* key;
+};
+
+const std::vector<EnumConstant>& our_constants() {
+#define WGTRAIN_ABI_CONSTANT(name, value, source, key) EnumConstant{#name, name, source, key},
+  static const std::vector<EnumConstant> c = {WGPU_ABI_ENUMS(WGTRAIN_ABI_CONSTANT)};
+#undef WGTRAIN_ABI_CONSTANT
+  return c;
+}
+
+TEST(Abi, PaholeReadsTheLibrary) {
+  ASSERT_FALSE(run_command("command -v pahole").empty()) << "pahole (Debian: dwarves) is needed; run scripts/setup.sh";
+  const auto dwarf = dwarf_structs();
+  ASSERT_FALSE(dwarf.empty()) << "pahole printed no struct of " << WGTRAIN_DAWN_LIBRARY_PATH;
+}
+
+TEST(Abi, EveryStructMatchesTheLibraryDwarf) {
+  const auto dwarf = dwarf_structs();
+  for (const auto& ours : our_structs()) {
+    SCOPED_TRACE(ours.name);
+    auto it = dwarf.find(ours.name);
+    ASSERT_NE(it, dwarf.end()) << ours.name << " is not in the library's DWARF";
+    const StructLayout& lib = it->second;
+    EXPECT_EQ(ours.size, lib.size) << "sizeof(" << ours.name << ")";
+    ASSERT_EQ(ours.fields.size(), lib.fields.size()) << "member count of " << ours.name;
+    for (size_t i = 0; i < ours.fields.size(); ++i) {
+      EXPECT_EQ(ours.fields[i].name, lib.fields[i].name) << ours.name << " member " << i;
+      EXPECT_EQ(ours.fields[i].offset, lib.fields[i].offset) << ours.name << "::" << ours.fields[i].name << " offset";
+      EXPECT_EQ(ours.fields[i].size, lib.fields[i].size) << ours.name << "::" << ours.fields[i].name << " size";
+    }
+  }
+}
+
+TEST(Abi, ShaderSourceWgslMatchesTheBindingsDefinition) {
+  // Not in the DWARF: the bindings define it as exactly {chain: ChainedStruct, code: StringView}.
+  const std::string js = read_file(WGTRAIN_DAWN_JS_PATH);
+  EXPECT_NE(js.find("var WGPUShaderSourceWGSLStruct = defineStruct([\n  [\"chain\", WGPUChainedStructStruct],\n"
+                    "  [\"code\", WGPUStringView]\n]);"),
+            std::string::npos);
+  EXPECT_EQ(offsetof(WGPUShaderSourceWGSL, chain), 0u);
+  EXPECT_EQ(offsetof(WGPUShaderSourceWGSL, code), sizeof(WGPUChainedStruct));
+  EXPECT_EQ(sizeof(WGPUShaderSourceWGSL), sizeof(WGPUChainedStruct) + sizeof(WGPUStringView));
+}
+
+TEST(Abi, EveryConstantMatchesTheBindingsEnumTables) {
+  const auto tables = js_enum_tables();
+  ASSERT_GT(tables.size(), 10u) << "could not read enum tables from " << WGTRAIN_DAWN_JS_PATH;
+  int checked = 0;
+  for (const auto& c : our_constants()) {
+    const std::string source = c.source;
+    if (source.rfind("js:", 0) != 0) continue;
+    SCOPED_TRACE(c.name);
+    auto t = tables.find(source.substr(3));
+    ASSERT_NE(t, tables.end()) << "no table " << source;
+    auto e = t->second.find(c.key);
+    ASSERT_NE(e, t->second.end()) << "no key " << c.key << " in " << source;
+    EXPECT_EQ(c.value, e->second) << c.name << " = " << c.value << " but the library's " << source << "[" << c.key
+                                  << "] = " << e->second;
+    ++checked;
+  }
+  EXPECT_GT(checked, 40);
+}
+
+TEST(Abi, ConstantsWithoutATableMatchTheLiveLibrary) {
+  auto& dev = wgtrain::test::device().impl();
+  int others = 0;
+  for (const auto& c : our_constants())
+    if (std::string(c.source) == "header") ++others;
+  EXPECT_EQ(others, 5) << "a new 'header' constant needs a behavioural check here";
+  // WGPUStatus_Success is what a successful limits query returns.
+  WGPULimits l{};
+  EXPECT_EQ(dev.api.DeviceGetLimits(dev.device, &l), WGPUStatus_Success);
+  EXPECT_GT(l.maxComputeInvocationsPerWorkgroup, 0u);
+  // The adapter type the library reports is one of the four constants.
+  WGPUAdapterInfo info{};
+  ASSERT_EQ(dev.api.AdapterGetInfo(dev.adapter, &info), WGPUStatus_Success);
+  const std::set<uint32_t> types = {WGPUAdapterType_DiscreteGPU, WGPUAdapterType_IntegratedGPU, WGPUAdapterType_CPU,
+                                    WGPUAdapterType_Unknown};
+  EXPECT_TRUE(types.count(info.adapterType)) << "adapter type " << info.adapterType;
+  dev.api.AdapterInfoFreeMembers(info);
+}
+
+TEST(Abi, HeaderIsFullyChecked) {
+  const std::string header = read_file(WGTRAIN_ABI_HEADER);
+  ASSERT_FALSE(header.empty());
+  std::set<std::string> checked;
+  for (const auto& s : our_structs()) checked.insert(s.name);
+  checked.insert("WGPUShaderSourceWGSL");
+  const std::regex decl(R"(\nstruct (WGPU\w+) \{)");
+  int found = 0;
+  for (std::sregex_iterator it(header.begin(), header.end(), decl), end; it != end; ++it) {
+    ++found;
+    EXPECT_TRUE(checked.count((*it)[1])) << "struct " << (*it)[1] << " is declared but not checked";
+  }
+  EXPECT_EQ(found, static_cast<int>(checked.size()));
+  // Constants can only be declared through WGPU_ABI_ENUMS, which the tests above walk; catch any other.
+  const std::regex stray(R"(constexpr uint32_t (WGPU[A-Z][A-Za-z0-9]+_\w+))");
+  for (std::sregex_iterator it(header.begin(), header.end(), stray), end; it != end; ++it)
+    ADD_FAILURE() << "constant " << (*it)[1] << " is declared outside WGPU_ABI_ENUMS";
+}
+
+TEST(Abi, AMismatchIsDetected) {
+  // The checker itself must see a wrong layout: shift one member and expect the comparison to fail.
+  const auto dwarf = dwarf_structs();
+  const StructLayout& lib = dwarf.at("WGPUBufferDescriptor");
+  StructLayout wrong = our_structs()[0];
+  for (const auto& s : our_structs())
+    if (s.name == "WGPUBufferDescriptor") wrong = s;
+  wrong.fields[2].offset += 4;  // as if `usage` were a 32-bit field placed 4 bytes later
+  bool differs = false;
+  for (size_t i = 0; i < wrong.fields.size(); ++i) differs |= wrong.fields[i].offset != lib.fields[i].offset;
+  EXPECT_TRUE(differs);
+  // And a wrong feature number (the newer header's 0x9 for timestamp-query) is caught by the table check.
+  EXPECT_NE(js_enum_tables()["WGPUFeatureNameDef"]["timestamp-query"], 0x9u);
+}
+
+}  // namespace

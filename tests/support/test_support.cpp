@@ -1,0 +1,79 @@
+#include "support/test_support.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace wgtrain::test {
+
+Device& device() {
+  static Device dev = [] {
+    DeviceOptions o;
+    o.poison = true;
+    return Device::open(o);
+  }();
+  return dev;
+}
+
+uint64_t seed() {
+  static const uint64_t s = [] {
+    if (const char* env = std::getenv("WGTRAIN_TEST_SEED"); env && *env) return static_cast<uint64_t>(std::strtoull(env, nullptr, 10));
+    return static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
+  }();
+  return s;
+}
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 g(seed());
+  return g;
+}
+
+ref::HostTensor random_host(const Shape& shape, double lo, double hi) {
+  ref::HostTensor t(shape);
+  std::uniform_real_distribution<double> u(lo, hi);
+  // Round to f32 so that the reference sees exactly what the GPU gets.
+  for (auto& v : t.data) v = static_cast<float>(u(rng()));
+  return t;
+}
+
+Tensor upload(const ref::HostTensor& t) {
+  std::vector<float> f(t.data.begin(), t.data.end());
+  return Tensor::from_host(device(), t.shape, f);
+}
+
+ref::HostTensor download(const Tensor& t) {
+  const auto f = t.to_host_f32();
+  return ref::HostTensor(t.shape(), std::vector<double>(f.begin(), f.end()));
+}
+
+std::string shape_label(const Shape& s) { return shape_str(s); }
+
+::testing::AssertionResult all_close(const Tensor& got_t, const ref::HostTensor& want, double atol, double rtol,
+                                     const ref::HostTensor* scale) {
+  if (got_t.shape() != want.shape)
+    return ::testing::AssertionFailure() << "shape " << shape_str(got_t.shape()) << ", expected "
+                                         << shape_str(want.shape);
+  const auto got = got_t.to_host_f32();
+  int64_t bad = 0;
+  double worst = 0;
+  std::ostringstream first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double w = want.data[i], g = got[i];
+    const double s = scale ? scale->data[i] : std::fabs(w);
+    const double tol = atol + rtol * s;
+    bool ok;
+    if (std::isnan(w)) ok = std::isnan(g);
+    else if (std::isinf(w)) ok = g == w;
+    else ok = std::fabs(g - w) <= tol;  // false for NaN g
+    if (!ok) {
+      if (bad < 5) first << "\n  [" << i << "] got " << g << ", expected " << w << " (tol " << tol << ")";
+      ++bad;
+      if (std::isfinite(g)) worst = std::max(worst, std::fabs(g - w) / std::max(tol, 1e-300));
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " elements differ (worst at "
+                                       << worst << "x the tolerance); WGTRAIN_TEST_SEED=" << seed() << first.str();
+}
+
+}  // namespace wgtrain::test
