@@ -51,6 +51,8 @@ struct Case {
   Shape a, b;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << shape_str(c.a) << " with " << shape_str(c.b); }
+
 class BinaryCases : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BinaryCases, AllOpsMatchReference) {

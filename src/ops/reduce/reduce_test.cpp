@@ -23,6 +23,12 @@ struct Case {
   bool keepdim;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << shape_str(c.shape) << " dims {";
+  for (size_t i = 0; i < c.dims.size(); ++i) *os << (i ? "," : "") << c.dims[i];
+  *os << "}" << (c.keepdim ? " keepdim" : "");
+}
+
 class ReduceCases : public ::testing::TestWithParam<Case> {};
 
 void check(const ref::HostTensor& x, const Tensor& xt, const std::vector<int>& dims, bool keepdim) {

@@ -24,6 +24,10 @@ struct Case {
   double magnitude;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << shape_str(c.shape) << " dim " << c.dim << " |x| < " << c.magnitude;
+}
+
 class SoftmaxCases : public ::testing::TestWithParam<Case> {};
 
 void check(const ref::HostTensor& x, int dim) {

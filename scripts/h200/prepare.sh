@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Stages what a run on the GPU machine needs into .carry/ (git-ignored): the built binaries, the Dawn library, and
+# Debian's Vulkan loader (that machine has the NVIDIA driver but maybe no loader). Binaries built here run there.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$repo"
+rm -rf .carry && mkdir -p .carry/deb
+cp build/wgtrain build/wgtrain_tests .carry/
+[ -f build/wgtrain_bench ] && cp build/wgtrain_bench .carry/
+strip .carry/wgtrain .carry/wgtrain_tests
+cp .deps/bun-webgpu-linux-x64/libwebgpu_wrapper.so .carry/
+if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+  mkdir -p .gl /tmp/amd64/partial
+  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+  apt-get $o update -qq
+  (cd .gl && apt-get $o download libvulkan1)
+fi
+cp .gl/libvulkan1_*.deb .carry/deb/
+du -sh .carry
