@@ -135,14 +135,15 @@ TEST(Device, TooLargeATensorIsRejectedBeforeAllocation) {
 
 TEST(Device, ValidationErrorsNameTheOp) {
   auto& impl = device().impl();
-  const auto& pipe = impl.pipeline("shape/copy", {});
+  const auto& pipe = impl.pipeline("shape/fill", {});
   const Tensor t = upload(random_host({4}));
-  uint32_t params[20] = {};
-  // One storage binding where the kernel declares two: the device rejects the bind group.
+  uint32_t params[4] = {};
+  // Two storage bindings where the kernel declares one: the device rejects the bind group.
   EXPECT_THROW(
       {
         try {
-          impl.dispatch({"my-broken-op", &pipe, params, sizeof params, {{t.storage()->buffer}}, 1, 1, 1});
+          impl.dispatch({"my-broken-op", &pipe, params, sizeof params, {{t.storage()->buffer}, {t.storage()->buffer}},
+                         1, 1, 1});
         } catch (const GpuError& e) {
           EXPECT_NE(std::string(e.what()).find("my-broken-op"), std::string::npos) << e.what();
           throw;

@@ -3,15 +3,30 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "wgtrain/tensor.h"
 
+namespace wgtrain {
+class Device;
+}
+
 namespace wgtrain::ops {
 
-// ---- shape / copy ----
-// A contiguous copy of any view (the view itself when it already is contiguous).
+// ---- shape / copy (src/ops/shape) ----
+// A contiguous copy of any view (the view itself when it already is contiguous): the dim-order copy.
 Tensor contiguous(const Tensor& x);
+// A materialised broadcast of x to `shape` (NumPy rules).
+Tensor expand_copy(const Tensor& x, const Shape& shape);
+// A new tensor of `shape` with every element `value` (converted to dtype; bool: value != 0).
+Tensor full(Device& device, const Shape& shape, double value, DType dtype = DType::F32);
+// A tensor like x with every element `value`.
+Tensor fill(const Tensor& like, double value);
+// Concatenation along dim; every other dim must match, dtypes too.
+Tensor cat(const std::vector<Tensor>& tensors, int dim);
+// Writes src into the view dst (same shape and dtype), in place: slice assignment.
+void copy_(const Tensor& dst, const Tensor& src);
 
 // ---- matmul family (src/ops/matmul) ----
 // [M,K] x [K,N] -> [M,N]
@@ -25,7 +40,50 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor softmax(const Tensor& x, int dim = -1);
 Tensor log_softmax(const Tensor& x, int dim = -1);
 
-// ---- elementwise binary (src/ops/elementwise); NumPy/PyTorch broadcasting ----
+// ---- elementwise (src/ops/elementwise) ----
+// By name, as listed by `wgtrain ops`: binary ops broadcast (NumPy rules) and need one dtype on both sides.
+Tensor binary(const std::string& op, const Tensor& a, const Tensor& b, float alpha = 1.0f);
+Tensor binary_scalar(const std::string& op, const Tensor& a, double s);
+Tensor unary(const std::string& op, const Tensor& x, double scalar = 0.0);
+std::vector<std::string> binary_op_names();
+std::vector<std::string> unary_op_names();
+
+inline Tensor neg(const Tensor& x) { return unary("neg", x); }
+inline Tensor abs(const Tensor& x) { return unary("abs", x); }
+inline Tensor exp(const Tensor& x) { return unary("exp", x); }
+inline Tensor log(const Tensor& x) { return unary("log", x); }
+inline Tensor sqrt(const Tensor& x) { return unary("sqrt", x); }
+inline Tensor rsqrt(const Tensor& x) { return unary("rsqrt", x); }
+inline Tensor sigmoid(const Tensor& x) { return unary("sigmoid", x); }
+inline Tensor silu(const Tensor& x) { return unary("silu", x); }
+inline Tensor tanh(const Tensor& x) { return unary("tanh", x); }
+inline Tensor sin(const Tensor& x) { return unary("sin", x); }
+inline Tensor cos(const Tensor& x) { return unary("cos", x); }
+inline Tensor pow(const Tensor& x, double exponent) { return unary("pow.Scalar", x, exponent); }
+inline Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", a, b); }
+inline Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", a, b); }
+// Gradients: grad * d(silu)/dx at x; grad * y (1 - y) for y = sigmoid(x); grad * (1 - y^2) for y = tanh(x).
+inline Tensor silu_backward(const Tensor& grad, const Tensor& x) { return binary("silu_backward", grad, x); }
+inline Tensor sigmoid_backward(const Tensor& grad, const Tensor& y) { return binary("sigmoid_backward", grad, y); }
+inline Tensor tanh_backward(const Tensor& grad, const Tensor& y) { return binary("tanh_backward", grad, y); }
+
+// ---- select (src/ops/select): comparisons give bool tensors ----
+// op: "eq", "ne", "lt", "le", "gt", "ge"
+Tensor compare(const std::string& op, const Tensor& a, const Tensor& b);
+Tensor compare_scalar(const std::string& op, const Tensor& a, double s);
+// cond ? a : b, elementwise, all three broadcast; cond is bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x where mask is false, value where it is true (an attention mask).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor logical_not(const Tensor& x);
+
+// ---- gather (src/ops/gather): index tensors are int32 ----
+// out[..i..] = input[..index[..i..]..] along dim; index has input's rank, and index.size(d) <= input.size(d).
+Tensor gather(const Tensor& input, int dim, const Tensor& index);
+// out[..., :] = weight[indices[...], :]
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+
+// ---- elementwise arithmetic, by name ----
 Tensor add(const Tensor& a, const Tensor& b, float alpha = 1.0f);  // a + alpha * b
 Tensor sub(const Tensor& a, const Tensor& b, float alpha = 1.0f);  // a - alpha * b
 Tensor mul(const Tensor& a, const Tensor& b);

@@ -58,7 +58,8 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;  // needs a contiguous tensor; one dim may be -1
   Tensor transpose(int dim0, int dim1) const;
   Tensor permute(const std::vector<int>& dims) const;
-  Tensor slice(int dim, int64_t start, int64_t end) const;  // [start, end) along dim
+  // Elements start, start+step, ... below end along dim (negative start/end count from the end; clamped).
+  Tensor slice(int dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor unsqueeze(int dim) const;
   // A broadcast view to `shape` (stride 0 on expanded dims), NumPy rules.
   Tensor expand(const Shape& shape) const;

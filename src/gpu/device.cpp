@@ -173,6 +173,7 @@ DeviceImpl::~DeviceImpl() {
     api.BindGroupLayoutRelease(p.layout);
     api.ComputePipelineRelease(p.pipeline);
   }
+  if (index_error_) api.BufferRelease(index_error_);
   if (query_set_) api.QuerySetRelease(query_set_);
   if (query_resolve_) api.BufferRelease(query_resolve_);
   if (queue) api.QueueRelease(queue);
@@ -332,6 +333,38 @@ void DeviceImpl::read(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* ds
   api.BufferUnmap(staging);
   free_readback_[size_class(padded)].push_back(staging);
   check("read-back");
+  verify_index_checks();
+}
+
+uint32_t DeviceImpl::index_check_bit(std::string_view op) {
+  index_checks_.emplace_back(op);
+  return 1u << ((index_checks_.size() - 1) % 32);
+}
+
+WGPUBuffer DeviceImpl::index_error_buffer() {
+  if (!index_error_) {
+    index_error_ = create_buffer(256, WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst,
+                                 "index errors");
+    const uint32_t zero = 0;
+    api.QueueWriteBuffer(queue, index_error_, 0, &zero, sizeof zero);
+  }
+  return index_error_;
+}
+
+void DeviceImpl::verify_index_checks() {
+  if (index_checks_.empty()) return;
+  const std::vector<std::string> ops = std::move(index_checks_);
+  index_checks_.clear();
+  uint32_t word = 0;
+  read(index_error_, 0, sizeof word, &word);
+  if (word == 0) return;
+  const uint32_t zero = 0;
+  api.QueueWriteBuffer(queue, index_error_, 0, &zero, sizeof zero);
+  std::string names;
+  for (size_t k = 0; k < ops.size(); ++k)
+    if (word & (1u << (k % 32))) names += (names.empty() ? "'" : ", '") + ops[k] + "'";
+  throw ArgumentError("an index was out of range in " + names +
+                      " (found on the GPU: those elements were written as 0, nothing was read out of bounds)");
 }
 
 void DeviceImpl::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset, uint64_t bytes) {
@@ -531,6 +564,7 @@ void DeviceImpl::synchronize() {
   api.QueueOnSubmittedWorkDone(queue, ci);
   wait(done, "synchronize");
   check("synchronize");
+  verify_index_checks();
 }
 
 void DeviceImpl::begin_timing() {

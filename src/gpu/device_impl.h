@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,8 @@ struct Storage {
   WGPUBuffer buffer = nullptr;
   uint64_t capacity = 0;  // bytes of the pooled buffer (a size class, >= what was asked for)
   uint64_t bytes = 0;     // bytes asked for
+  // [min, max] of the int32 values, where the host wrote them (Tensor::from_host); lets index ops check on the host.
+  std::optional<std::pair<int32_t, int32_t>> int_range;
   ~Storage();
 };
 
@@ -99,6 +102,12 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   // linear index as wid.x + wid.y * num_workgroups.x.
   std::pair<uint32_t, uint32_t> grid(uint64_t workgroups) const;
 
+  // ---- GPU-side index checks ----------------------------------------------------------------------------------
+  // A kernel that may meet an out-of-range index atomically ORs its bit into index_error_buffer() instead of
+  // reading; the word is checked (and cleared) at the next read-back or synchronize, naming the op.
+  uint32_t index_check_bit(std::string_view op);
+  WGPUBuffer index_error_buffer();
+
   // ---- submission ---------------------------------------------------------------------------------------------
   void flush();
   void synchronize();
@@ -136,6 +145,10 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   std::pair<WGPUBuffer, uint64_t> stage_uniforms(const void* data, size_t bytes);
 
   std::map<PipelineKey, Pipeline> pipelines_;
+
+  WGPUBuffer index_error_ = nullptr;
+  std::vector<std::string> index_checks_;  // op of bit k % 32, since the last verification
+  void verify_index_checks();
 
   // Timing.
   WGPUQuerySet query_set_ = nullptr;

@@ -21,7 +21,7 @@ struct EmbeddedKernel {
 std::vector<EmbeddedKernel> embedded_kernels();
 // The source of one kernel; throws Error if there is none of that name.
 std::string_view kernel_source(std::string_view name);
-// Replaces every {{KEY}} in `source` by its value. Throws Error naming the kernel if a placeholder has no value or a
+// Inserts every {{>other}} (another embedded kernel, for shared helpers), then replaces every {{KEY}} by its value. Throws Error naming the kernel if a placeholder has no value or a
 // value has no placeholder (a misspelt key must not pass silently).
 std::string render_kernel(std::string_view name, std::string_view source, const KernelDefs& defs);
 

@@ -95,7 +95,12 @@ Tensor Tensor::from_host(Device& device, const Shape& shape, std::span<const flo
   return from_host_impl(device, shape, data, DType::F32);
 }
 Tensor Tensor::from_host(Device& device, const Shape& shape, std::span<const int32_t> data) {
-  return from_host_impl(device, shape, data, DType::I32);
+  Tensor t = from_host_impl(device, shape, data, DType::I32);
+  if (!data.empty()) {
+    const auto [lo, hi] = std::minmax_element(data.begin(), data.end());
+    t.storage()->int_range = std::make_pair(*lo, *hi);
+  }
+  return t;
 }
 
 detail::DeviceImpl& Tensor::device_impl() const {
@@ -164,16 +169,19 @@ Tensor Tensor::permute(const std::vector<int>& dims) const {
   return Tensor(storage_, sh, st, offset_, dtype_);
 }
 
-Tensor Tensor::slice(int dim, int64_t start, int64_t end) const {
+Tensor Tensor::slice(int dim, int64_t start, int64_t end, int64_t step) const {
+  if (rank() == 0) throw ArgumentError("slice of a zero-dimensional tensor");
+  if (step <= 0) throw ArgumentError("slice: step must be positive, got " + std::to_string(step));
   const int d = normalize_dim(dim, rank());
   const int64_t n = shape_[d];
   if (start < 0) start += n;
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
-  Shape sh = shape_;
-  sh[d] = end - start;
-  return Tensor(storage_, sh, strides_, offset_ + start * strides_[d], dtype_);
+  Shape sh = shape_, st = strides_;
+  sh[d] = (end - start + step - 1) / step;
+  st[d] = strides_[d] * step;
+  return Tensor(storage_, sh, st, offset_ + start * strides_[d], dtype_);
 }
 
 Tensor Tensor::unsqueeze(int dim) const {

@@ -44,6 +44,8 @@ Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype);
 // Registration, one function per family (called once by Registry::global()).
 void register_elementwise_ops(Registry& r);
 void register_shape_ops(Registry& r);
+void register_select_ops(Registry& r);
+void register_gather_ops(Registry& r);
 void register_matmul_ops(Registry& r);
 void register_softmax_ops(Registry& r);
 void register_reduce_ops(Registry& r);

@@ -78,6 +78,8 @@ const Registry& Registry::global() {
     ops::detail::register_shape_ops(r);
     ops::detail::register_elementwise_ops(r);
     ops::detail::register_matmul_ops(r);
+    ops::detail::register_select_ops(r);
+    ops::detail::register_gather_ops(r);
     ops::detail::register_softmax_ops(r);
     ops::detail::register_reduce_ops(r);
     return r;

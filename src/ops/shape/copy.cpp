@@ -1,5 +1,9 @@
-// Dim-order copy: any strided view (transpose, permute, slice, expand) to a new contiguous tensor.
-#include "ops/common.h"
+// Shape and copy ops: the dim-order copy (contiguous), expand_copy, fill/full, cat, slice assignment, and the views
+// (reshape, permute, transpose, slice, unsqueeze, squeeze) in the registry for run-op.
+#include <bit>
+#include <cmath>
+
+#include "ops/elementwise/map.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
@@ -9,48 +13,187 @@ using namespace detail;
 
 namespace {
 
-struct alignas(16) CopyParams {
-  uint32_t n, rank, src_off, pad;
-  U32x8 shape, strides;
+struct alignas(16) FillParams {
+  uint32_t n, off, word, pad;
 };
-static_assert(sizeof(CopyParams) == 80);
+
+uint32_t word_of(double value, DType dtype) {
+  switch (dtype) {
+    case DType::F32: return std::bit_cast<uint32_t>(static_cast<float>(value));
+    case DType::I32:
+      if (value != std::nearbyint(value) || value < -2147483648.0 || value > 2147483647.0)
+        throw ArgumentError("fill: " + std::to_string(value) + " is not an int32 value");
+      return static_cast<uint32_t>(static_cast<int32_t>(value));
+    case DType::Bool: return value != 0 ? 1u : 0u;
+  }
+  return 0;
+}
+
+void fill_contiguous(const Tensor& t, double value) {
+  if (t.numel() == 0) return;
+  DeviceImpl& dev = t.device_impl();
+  FillParams p{u32(t.numel(), "element count"), u32(t.offset(), "offset"), word_of(value, t.dtype()), 0};
+  const auto& pipe = dev.pipeline("shape/fill", {});
+  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.n) + 255) / 256);
+  dev.dispatch({"fill", &pipe, &p, sizeof p, {{t.storage()->buffer}}, gx, gy, 1});
+}
 
 }  // namespace
 
 Tensor contiguous(const Tensor& x) {
   check_defined("contiguous", x, "self");
   if (x.is_contiguous()) return x;
-  DeviceImpl& dev = x.device_impl();
-  Tensor out = new_tensor(dev, x.shape(), x.dtype());
-  const int64_t n = x.numel();
-  if (n == 0) return out;
-  const Coalesced c = coalesce(x.shape(), {x.strides()});
-  CopyParams p{};
-  p.n = u32(n, "element count");
-  p.rank = static_cast<uint32_t>(c.shape.size());
-  p.src_off = u32(x.offset(), "offset");
-  fill_u32x8(p.shape, c.shape, "contiguous");
-  fill_u32x8(p.strides, c.strides[0], "contiguous");
-  const auto& pipe = dev.pipeline("shape/copy", {});
-  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n) + 255) / 256);
-  dev.dispatch({"contiguous", &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
+  return run_map("contiguous", {"x0", x.dtype()}, {x}, x.shape());
+}
+
+Tensor expand_copy(const Tensor& x, const Shape& shape) {
+  check_defined("expand_copy", x, "self");
+  return run_map("expand_copy", {"x0", x.dtype()}, {x.expand(shape)}, shape);
+}
+
+Tensor full(Device& device, const Shape& shape, double value, DType dtype) {
+  Tensor t = Tensor::empty(device, shape, dtype);
+  fill_contiguous(t, value);
+  return t;
+}
+
+Tensor fill(const Tensor& like, double value) {
+  check_defined("fill", like, "self");
+  Tensor t = new_tensor(like.device_impl(), like.shape(), like.dtype());
+  fill_contiguous(t, value);
+  return t;
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int dim) {
+  if (tensors.empty()) throw ArgumentError("cat: no tensors given");
+  const Tensor& first = tensors[0];
+  check_defined("cat", first, "tensors[0]");
+  const int d = normalize_dim(dim, first.rank());
+  Shape shape = first.shape();
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    check_defined("cat", t, "tensors[i]");
+    check_same_device("cat", first, t);
+    if (t.rank() != first.rank() || t.dtype() != first.dtype())
+      throw ArgumentError("cat: tensor " + std::to_string(i) + " is " + dtype_name(t.dtype()) + " " +
+                          shape_str(t.shape()) + ", tensor 0 is " + dtype_name(first.dtype()) + " " +
+                          shape_str(first.shape()));
+    for (int k = 0; k < first.rank(); ++k)
+      if (k != d && t.size(k) != first.size(k))
+        throw ArgumentError("cat: tensor " + std::to_string(i) + " has shape " + shape_str(t.shape()) +
+                            ", which differs from " + shape_str(first.shape()) + " outside dim " + std::to_string(d));
+    total += first.rank() ? t.size(d) : 1;
+  }
+  if (first.rank() == 0) throw ArgumentError("cat: zero-dimensional tensors cannot be concatenated");
+  shape[d] = total;
+  Tensor out = new_tensor(first.device_impl(), shape, first.dtype());
+  int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    copy_into("cat", out.slice(d, at, at + t.size(d)), t);
+    at += t.size(d);
+  }
   return out;
+}
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  check_defined("copy_", dst, "self");
+  check_defined("copy_", src, "src");
+  copy_into("copy_", dst, src.expand(dst.shape()));
 }
 
 namespace detail {
 
+namespace {
+Shape to_shape(const std::vector<int64_t>& v) { return Shape(v.begin(), v.end()); }
+
+OpSchema view_schema(const std::string& name, const std::string& summary, std::vector<ArgSpec> args) {
+  OpSchema s;
+  s.name = name;
+  s.family = "shape";
+  s.summary = summary;
+  s.inputs = {"self"};
+  s.args = std::move(args);
+  s.outputs = {"out"};
+  s.dtypes = {DType::F32, DType::I32, DType::Bool};
+  return s;
+}
+}  // namespace
+
 void register_shape_ops(Registry& r) {
-  OpSchema c;
-  c.name = "contiguous";
-  c.family = "shape";
-  c.summary = "a row-major copy of any strided view (dim-order copy)";
-  c.inputs = {"self"};
-  c.outputs = {"out"};
-  c.dtypes = {DType::F32, DType::I32, DType::Bool};
+  OpSchema c = view_schema("contiguous", "a row-major copy of any strided view (dim-order copy)", {});
   c.run = [](Device&, const OpTensors& in, const OpArgs&) {
     return OpTensors{{"out", contiguous(input(in, "self"))}};
   };
   r.add(std::move(c));
+
+  OpSchema p = view_schema("permute", "dims reordered (a view; copied to contiguous on output)",
+                           {{"dims", "int[]", "", "the new order of the dims (required)"}});
+  p.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    if (!args.has("dims")) throw ArgumentError("permute: missing argument dims=<d0,d1,...>");
+    return OpTensors{{"out", contiguous(input(in, "self").permute(to_int_dims(args.get_int_list("dims", {}))))}};
+  };
+  r.add(std::move(p));
+
+  OpSchema t = view_schema("transpose", "two dims swapped (a view)",
+                           {{"dim0", "int", "0", ""}, {"dim1", "int", "1", ""}});
+  t.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    return OpTensors{{"out", contiguous(input(in, "self").transpose(static_cast<int>(args.get_int("dim0", 0)),
+                                                                    static_cast<int>(args.get_int("dim1", 1))))}};
+  };
+  r.add(std::move(t));
+
+  OpSchema rs = view_schema("reshape", "the same elements in another shape (a view of a contiguous tensor)",
+                            {{"shape", "int[]", "", "the new shape; one dim may be -1 (required)"}});
+  rs.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    if (!args.has("shape")) throw ArgumentError("reshape: missing argument shape=<d0,d1,...>");
+    return OpTensors{{"out", contiguous(input(in, "self")).reshape(to_shape(args.get_int_list("shape", {})))}};
+  };
+  r.add(std::move(rs));
+
+  OpSchema sl = view_schema("slice", "elements start, start+step, ... < end along dim (a view)",
+                            {{"dim", "int", "0", ""}, {"start", "int", "0", ""},
+                             {"end", "int", "", "default: the dim's size"}, {"step", "int", "1", "> 0"}});
+  sl.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    const Tensor& x = input(in, "self");
+    const int dim = static_cast<int>(args.get_int("dim", 0));
+    const int64_t end = args.get_int("end", x.rank() ? x.size(dim) : 1);
+    return OpTensors{{"out", contiguous(x.slice(dim, args.get_int("start", 0), end, args.get_int("step", 1)))}};
+  };
+  r.add(std::move(sl));
+
+  OpSchema ec = view_schema("expand_copy", "a broadcast to `size`, materialised",
+                            {{"size", "int[]", "", "the shape to broadcast to (required)"}});
+  ec.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    if (!args.has("size")) throw ArgumentError("expand_copy: missing argument size=<d0,d1,...>");
+    return OpTensors{{"out", expand_copy(input(in, "self"), to_shape(args.get_int_list("size", {})))}};
+  };
+  r.add(std::move(ec));
+
+  OpSchema f = view_schema("fill", "a tensor like self with every element `value`",
+                           {{"value", "float", "", "the value (required)"}});
+  f.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    if (!args.has("value")) throw ArgumentError("fill: missing argument value=<number>");
+    return OpTensors{{"out", fill(input(in, "self"), args.get_float("value", 0))}};
+  };
+  r.add(std::move(f));
+
+  OpSchema ct;
+  ct.name = "cat";
+  ct.family = "shape";
+  ct.summary = "tensors t0, t1, ... joined along dim";
+  ct.inputs = {"t0", "t1", "t2?", "t3?", "t4?", "t5?", "t6?", "t7?"};
+  ct.args = {{"dim", "int", "0", ""}};
+  ct.outputs = {"out"};
+  ct.dtypes = {DType::F32, DType::I32, DType::Bool};
+  ct.constraints = {"equal dtypes", "equal sizes outside dim"};
+  ct.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    std::vector<Tensor> ts;
+    for (int i = 0; i < 8; ++i)
+      if (auto it = in.find("t" + std::to_string(i)); it != in.end()) ts.push_back(it->second);
+    return OpTensors{{"out", cat(ts, static_cast<int>(args.get_int("dim", 0)))}};
+  };
+  r.add(std::move(ct));
 }
 
 }  // namespace detail

@@ -1,0 +1,104 @@
+#include "ops/elementwise/map.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "wgtrain/device.h"
+
+namespace wgtrain::ops::detail {
+
+namespace {
+
+// Mirrors `struct Strided` in common/strided.wgsl.
+struct alignas(16) StridedParams {
+  uint32_t n, rank, dense, flags;
+  uint32_t off[4];
+  float fscalar[4];
+  int32_t iscalar[4];
+  U32x8 shape, strides0, strides1, strides2;
+};
+static_assert(sizeof(StridedParams) == 192);
+
+StridedParams strided_params(const Shape& shape, const std::vector<const Tensor*>& views, const char* op) {
+  StridedParams p{};
+  p.n = u32(numel(shape), "element count");
+  std::vector<Shape> strides;
+  for (const Tensor* v : views) strides.push_back(v->strides());
+  const Coalesced c = coalesce(shape, strides);
+  p.rank = static_cast<uint32_t>(c.shape.size());
+  bool dense = c.shape.size() == 1;
+  for (size_t k = 0; k < views.size(); ++k) {
+    p.off[k] = u32(views[k]->offset(), "offset");
+    dense = dense && c.strides[k][0] == 1;
+  }
+  p.dense = dense ? 1 : 0;
+  fill_u32x8(p.shape, c.shape, op);
+  U32x8* dst[3] = {&p.strides0, &p.strides1, &p.strides2};
+  for (size_t k = 0; k < views.size(); ++k) fill_u32x8(*dst[k], c.strides[k], op);
+  return p;
+}
+
+}  // namespace
+
+const char* wgsl_type(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::I32: return "i32";
+    case DType::Bool: return "u32";
+  }
+  return "?";
+}
+
+Tensor run_map(const char* op, const MapKernel& k, std::initializer_list<Tensor> operands, const Shape& shape,
+               std::array<float, 4> fscalar, std::array<int32_t, 4> iscalar) {
+  std::vector<const Tensor*> views;
+  for (const Tensor& t : operands) views.push_back(&t);
+  if (views.empty() || views.size() > 3) throw Error(std::string(op) + ": a map takes 1 to 3 operands");
+  for (size_t i = 1; i < views.size(); ++i) check_same_device(op, *views[0], *views[i]);
+  DeviceImpl& dev = views[0]->device_impl();
+  Tensor out = new_tensor(dev, shape, k.out);
+  if (numel(shape) == 0) return out;
+
+  StridedParams p = strided_params(shape, views, op);
+  p.flags = (views.size() > 1 ? 1u : 0u) | (views.size() > 2 ? 2u : 0u);
+  std::copy(fscalar.begin(), fscalar.end(), p.fscalar);
+  std::copy(iscalar.begin(), iscalar.end(), p.iscalar);
+
+  const Tensor& t1 = views.size() > 1 ? *views[1] : *views[0];
+  const Tensor& t2 = views.size() > 2 ? *views[2] : *views[0];
+  const auto& pipe = dev.pipeline("elementwise/map", {{"T0", wgsl_type(views[0]->dtype())},
+                                                      {"T1", wgsl_type(t1.dtype())},
+                                                      {"T2", wgsl_type(t2.dtype())},
+                                                      {"TOUT", wgsl_type(k.out)},
+                                                      {"EXPR", k.expr}});
+  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.n) + 255) / 256);
+  dev.dispatch({op, &pipe, &p, sizeof p,
+                {{views[0]->storage()->buffer}, {t1.storage()->buffer}, {t2.storage()->buffer}, {out.storage()->buffer}},
+                gx, gy, 1});
+  return out;
+}
+
+void copy_into(const char* op, const Tensor& dst, const Tensor& src) {
+  check_same_device(op, dst, src);
+  if (dst.shape() != src.shape())
+    throw ArgumentError(std::string(op) + ": cannot copy " + shape_str(src.shape()) + " into " +
+                        shape_str(dst.shape()));
+  if (dst.dtype() != src.dtype())
+    throw ArgumentError(std::string(op) + ": cannot copy " + dtype_name(src.dtype()) + " into " +
+                        dtype_name(dst.dtype()));
+  if (dst.numel() == 0) return;
+  for (size_t d = 0; d < dst.shape().size(); ++d)
+    if (dst.strides()[d] == 0 && dst.shape()[d] > 1)
+      throw ArgumentError(std::string(op) + ": the destination is a broadcast view (several elements share memory)");
+  // A read and a write binding of one buffer may not meet in a dispatch: stage such a source through a copy.
+  const Tensor staged = src.storage() == dst.storage()
+                            ? run_map(op, {"x0", src.dtype()}, {src}, src.shape())
+                            : src;
+  DeviceImpl& dev = dst.device_impl();
+  StridedParams p = strided_params(dst.shape(), {&staged, &dst}, op);
+  const auto& pipe = dev.pipeline("shape/copy_into", {});
+  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.n) + 255) / 256);
+  dev.dispatch({op, &pipe, &p, sizeof p, {{staged.storage()->buffer}, {dst.storage()->buffer}}, gx, gy, 1});
+}
+
+}  // namespace wgtrain::ops::detail

@@ -1,0 +1,28 @@
+// The launcher of elementwise/map.wgsl, shared by the elementwise, select and shape families.
+#pragma once
+
+#include <array>
+#include <initializer_list>
+#include <string>
+
+#include "ops/common.h"
+
+namespace wgtrain::ops::detail {
+
+// WGSL element type of a dtype's storage ("f32", "i32", "u32" for bool).
+const char* wgsl_type(DType t);
+
+struct MapKernel {
+  std::string expr;  // over x0, x1, x2, p.fscalar, p.iscalar
+  DType out;
+};
+
+// Runs `expr` over operand views that already have the output shape (expand them first). Scalars reach the
+// expression as p.fscalar / p.iscalar. Returns a new contiguous tensor of `shape`.
+Tensor run_map(const char* op, const MapKernel& k, std::initializer_list<Tensor> operands, const Shape& shape,
+               std::array<float, 4> fscalar = {}, std::array<int32_t, 4> iscalar = {});
+
+// Writes src (any view) into dst (any view of the same shape and dtype), elementwise.
+void copy_into(const char* op, const Tensor& dst, const Tensor& src);
+
+}  // namespace wgtrain::ops::detail

@@ -1,0 +1,141 @@
+// gather(input, dim, index) and embedding(weight, indices), both through gather.wgsl.
+// Index safety, twice over: where the host knows an index tensor's values (uploaded from the host), a bad index is
+// an ArgumentError before any dispatch; the kernel never reads out of bounds regardless, and reports any index it
+// had to refuse at the next read-back (DeviceImpl::index_check_bit).
+#include "ops/elementwise/map.h"
+#include "wgtrain/device.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain::ops {
+
+using namespace detail;
+
+namespace {
+
+// Mirrors `struct Strided` (common/strided.wgsl); see map.cpp.
+struct alignas(16) GatherParams {
+  uint32_t n, rank, dense, flags;
+  uint32_t off[4];
+  float fscalar[4];
+  int32_t iscalar[4];
+  U32x8 shape, strides0, strides1, strides2;
+};
+static_assert(sizeof(GatherParams) == 192);
+
+// Throws when the host knows the index tensor holds a value outside [0, size). Only values the view can reach are
+// judged: a view of part of an uploaded tensor is left to the kernel's check.
+void check_known_indices(const char* op, const Tensor& index, int64_t size, const char* what) {
+  const auto& st = *index.storage();
+  if (!st.int_range) return;
+  const bool whole = index.is_contiguous() && index.offset() == 0 &&
+                     static_cast<uint64_t>(index.numel()) * 4 == st.bytes;
+  const auto [lo, hi] = *st.int_range;
+  if (lo >= 0 && hi < size) return;
+  if (!whole) return;
+  const int32_t bad = lo < 0 ? lo : hi;
+  throw ArgumentError(std::string(op) + ": index " + std::to_string(bad) + " is out of range for " + what + " of " +
+                      std::to_string(size) + " (indices must be in [0, " + std::to_string(size) + "))");
+}
+
+// index: a view of out's shape; input_view: input with its dim stride zeroed and shape set to out's.
+Tensor run_gather(const char* op, const Tensor& input, int dim, const Tensor& index_view, const Tensor& input_view) {
+  DeviceImpl& dev = input.device_impl();
+  const Shape& shape = index_view.shape();
+  Tensor out = new_tensor(dev, shape, input.dtype());
+  if (numel(shape) == 0) return out;
+  GatherParams p{};
+  p.n = u32(numel(shape), "element count");
+  const Coalesced c = coalesce(shape, {index_view.strides(), input_view.strides()});
+  p.rank = static_cast<uint32_t>(c.shape.size());
+  p.off[0] = u32(index_view.offset(), "offset");
+  p.off[1] = u32(input_view.offset(), "offset");
+  fill_u32x8(p.shape, c.shape, op);
+  fill_u32x8(p.strides0, c.strides[0], op);
+  fill_u32x8(p.strides1, c.strides[1], op);
+  p.iscalar[0] = static_cast<int32_t>(u32(input.size(dim), "indexed dim"));
+  p.iscalar[1] = static_cast<int32_t>(u32(input.strides()[dim], "stride"));
+  if (input.size(dim) > INT32_MAX) throw ArgumentError(std::string(op) + ": indexed dim too large");
+  p.flags = dev.index_check_bit(op);
+  const auto& pipe = dev.pipeline("gather/gather", {{"T", wgsl_type(input.dtype())}});
+  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.n) + 255) / 256);
+  dev.dispatch({op, &pipe, &p, sizeof p,
+                {{index_view.storage()->buffer}, {input.storage()->buffer}, {out.storage()->buffer},
+                 {dev.index_error_buffer()}},
+                gx, gy, 1});
+  return out;
+}
+
+}  // namespace
+
+Tensor gather(const Tensor& input, int dim, const Tensor& index) {
+  check_defined("gather", input, "self");
+  check_dtype("gather", index, "index", {DType::I32});
+  check_same_device("gather", input, index);
+  if (input.rank() == 0) throw ArgumentError("gather: self must have at least 1 dim");
+  const int d = normalize_dim(dim, input.rank());
+  if (index.rank() != input.rank())
+    throw ArgumentError("gather: index " + shape_str(index.shape()) + " must have the rank of self " +
+                        shape_str(input.shape()));
+  for (int k = 0; k < input.rank(); ++k)
+    if (k != d && index.size(k) > input.size(k))
+      throw ArgumentError("gather: index " + shape_str(index.shape()) + " is larger than self " +
+                          shape_str(input.shape()) + " in dim " + std::to_string(k));
+  check_known_indices("gather", index, input.size(d), "a dim");
+  Shape strides = input.strides();
+  strides[d] = 0;
+  const Tensor input_view(input.storage(), index.shape(), strides, input.offset(), input.dtype());
+  return run_gather("gather", input, d, index, input_view);
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  check_dtype("embedding", weight, "weight", {DType::F32, DType::I32});
+  check_dtype("embedding", indices, "indices", {DType::I32});
+  check_same_device("embedding", weight, indices);
+  check_rank("embedding", weight, "weight", 2);
+  check_known_indices("embedding", indices, weight.size(0), "a weight of rows");
+  const int64_t D = weight.size(1);
+  Shape out_shape = indices.shape();
+  out_shape.push_back(D);
+  // indices broadcast along the embedding dim; weight walks its columns.
+  const Tensor idx_view = indices.unsqueeze(-1).expand(out_shape);
+  Shape w_strides(out_shape.size(), 0);
+  w_strides.back() = weight.strides()[1];
+  const Tensor w_view(weight.storage(), out_shape, w_strides, weight.offset(), weight.dtype());
+  return run_gather("embedding", weight, 0, idx_view, w_view);
+}
+
+namespace detail {
+
+void register_gather_ops(Registry& r) {
+  OpSchema g;
+  g.name = "gather";
+  g.family = "gather";
+  g.summary = "out[i][j] = self[index[i][j]][j] (dim 0; likewise for any dim)";
+  g.inputs = {"self", "index"};
+  g.args = {{"dim", "int", "0", ""}};
+  g.outputs = {"out"};
+  g.dtypes = {DType::F32, DType::I32, DType::Bool};
+  g.min_rank = 1;
+  g.constraints = {"index is int32 with self's rank", "index.size(d) <= self.size(d) for d != dim",
+                   "0 <= index < self.size(dim)"};
+  g.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    return OpTensors{{"out", gather(input(in, "self"), static_cast<int>(args.get_int("dim", 0)), input(in, "index"))}};
+  };
+  r.add(std::move(g));
+
+  OpSchema e;
+  e.name = "embedding";
+  e.family = "gather";
+  e.summary = "rows of weight[V, D] picked by indices[...] -> [..., D]";
+  e.inputs = {"weight", "indices"};
+  e.outputs = {"out"};
+  e.dtypes = {DType::F32, DType::I32};
+  e.constraints = {"indices are int32 in [0, V)"};
+  e.run = [](Device&, const OpTensors& in, const OpArgs&) {
+    return OpTensors{{"out", embedding(input(in, "weight"), input(in, "indices"))}};
+  };
+  r.add(std::move(e));
+}
+
+}  // namespace detail
+}  // namespace wgtrain::ops
