@@ -113,9 +113,11 @@ TEST(Device, ABufferStillReadByRecordedWorkIsNotReused) {
 TEST(Device, PipelinesAreCachedByVariant) {
   const Tensor a = upload(random_host({10}));
   ops::add(a, a);
+  ops::add(a, 2.0f);
   const auto before = device().stats().pipelines_created;
   ops::add(a, a);
   ops::add(a, 2.0f);
+  ops::add(upload(random_host({3, 7})), upload(random_host({7})));  // other shapes, same variant
   EXPECT_EQ(device().stats().pipelines_created, before);
   ops::sub(a, a);  // another variant of the same kernel, cached the first time it runs
   const auto after_sub = device().stats().pipelines_created;

@@ -41,6 +41,8 @@ class Tensor {
   // A new tensor holding a copy of host data (row-major); data.size() must equal numel(shape).
   static Tensor from_host(Device& device, const Shape& shape, std::span<const float> data);
   static Tensor from_host(Device& device, const Shape& shape, std::span<const int32_t> data);
+  // A bool tensor: each byte is false when 0, true otherwise.
+  static Tensor from_host_bool(Device& device, const Shape& shape, std::span<const uint8_t> data);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -66,7 +68,7 @@ class Tensor {
 
   // Copies to the host (waits for the GPU). Non-contiguous views are gathered on the GPU first.
   std::vector<float> to_host_f32() const;
-  std::vector<int32_t> to_host_i32() const;
+  std::vector<int32_t> to_host_i32() const;  // int32, or bool as 0/1
 
   // Internal: the storage this view reads.
   const std::shared_ptr<detail::Storage>& storage() const { return storage_; }

@@ -103,6 +103,12 @@ Tensor Tensor::from_host(Device& device, const Shape& shape, std::span<const int
   return t;
 }
 
+Tensor Tensor::from_host_bool(Device& device, const Shape& shape, std::span<const uint8_t> data) {
+  std::vector<int32_t> words(data.size());
+  for (size_t i = 0; i < data.size(); ++i) words[i] = data[i] ? 1 : 0;
+  return from_host_impl(device, shape, std::span<const int32_t>(words), DType::Bool);
+}
+
 detail::DeviceImpl& Tensor::device_impl() const {
   if (!storage_) throw ArgumentError("use of an undefined tensor");
   return *storage_->device;

@@ -30,8 +30,23 @@ HostTensor mm_abs(const HostTensor& a, const HostTensor& b);
 // softmax family
 HostTensor softmax(const HostTensor& x, int dim, bool log);
 
-// elementwise binary; op is one of "add", "sub", "mul", "div"
+// elementwise binary, by the registry's names ("add", "sub", "mul", "div", "maximum", "minimum", "*_backward")
 HostTensor binary(const char* op, const HostTensor& a, const HostTensor& b, double alpha = 1.0);
+// elementwise unary, by the registry's names ("exp", "silu", "pow.Scalar" with scalar = exponent, ...)
+HostTensor unary(const char* op, const HostTensor& x, double scalar = 0.0);
+double unary_value(const char* op, double x, double scalar = 0.0);
+
+// select: comparisons give 0/1
+HostTensor compare(const char* op, const HostTensor& a, const HostTensor& b);
+HostTensor where(const HostTensor& cond, const HostTensor& a, const HostTensor& b);
+
+// shape
+HostTensor permute(const HostTensor& x, const std::vector<int>& dims);
+HostTensor cat(const std::vector<HostTensor>& xs, int dim);
+
+// gather: index values are stored as doubles
+HostTensor gather(const HostTensor& input, int dim, const HostTensor& index);
+HostTensor embedding(const HostTensor& weight, const HostTensor& indices);
 HostTensor binary_scalar(const char* op, const HostTensor& a, double s);
 // A broadcast copy (expand), used by the references above.
 HostTensor expand(const HostTensor& a, const Shape& shape);

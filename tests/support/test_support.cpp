@@ -41,6 +41,41 @@ Tensor upload(const ref::HostTensor& t) {
   return Tensor::from_host(device(), t.shape, f);
 }
 
+Tensor upload_i32(const ref::HostTensor& t) {
+  std::vector<int32_t> v(t.data.begin(), t.data.end());
+  return Tensor::from_host(device(), t.shape, v);
+}
+
+Tensor upload_bool(const ref::HostTensor& t) {
+  std::vector<uint8_t> v(t.data.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t.data[i] != 0;
+  return Tensor::from_host_bool(device(), t.shape, v);
+}
+
+ref::HostTensor random_ints(const Shape& shape, int lo, int hi) {
+  ref::HostTensor t(shape);
+  std::uniform_int_distribution<int> u(lo, hi);
+  for (auto& v : t.data) v = u(rng());
+  return t;
+}
+
+::testing::AssertionResult all_equal(const Tensor& got_t, const ref::HostTensor& want) {
+  if (got_t.shape() != want.shape)
+    return ::testing::AssertionFailure() << "shape " << shape_str(got_t.shape()) << ", expected "
+                                         << shape_str(want.shape);
+  const auto got = got_t.to_host_i32();
+  int64_t bad = 0;
+  std::ostringstream first;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (static_cast<double>(got[i]) != want.data[i]) {
+      if (bad < 5) first << "\n  [" << i << "] got " << got[i] << ", expected " << want.data[i];
+      ++bad;
+    }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " elements differ; WGTRAIN_TEST_SEED="
+                                       << seed() << first.str();
+}
+
 ref::HostTensor download(const Tensor& t) {
   const auto f = t.to_host_f32();
   return ref::HostTensor(t.shape(), std::vector<double>(f.begin(), f.end()));

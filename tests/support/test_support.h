@@ -23,6 +23,11 @@ std::mt19937_64& rng();
 
 ref::HostTensor random_host(const Shape& shape, double lo = -1.0, double hi = 1.0);
 Tensor upload(const ref::HostTensor& t);
+Tensor upload_i32(const ref::HostTensor& t);   // values must be integers
+Tensor upload_bool(const ref::HostTensor& t);  // nonzero is true
+ref::HostTensor random_ints(const Shape& shape, int lo, int hi);  // uniform in [lo, hi]
+// Exact comparison of an int32 or bool tensor with a reference.
+::testing::AssertionResult all_equal(const Tensor& got, const ref::HostTensor& want);
 ref::HostTensor download(const Tensor& t);
 
 // Elementwise |got - want| <= atol + rtol * scale, where scale is `scale` if given, else |want|. NaN where want

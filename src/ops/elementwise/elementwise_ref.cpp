@@ -1,4 +1,6 @@
-// CPU reference for add, sub, mul, div with broadcasting (float64).
+// CPU references for the elementwise ops, with broadcasting (float64).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "ops/reference.h"
@@ -24,8 +26,15 @@ HostTensor expand(const HostTensor& a, const Shape& shape) {
 }
 
 namespace {
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
 double apply(const char* op, double x, double y, double alpha) {
   if (!std::strcmp(op, "add")) return x + alpha * y;
+  if (!std::strcmp(op, "maximum")) return std::max(x, y);
+  if (!std::strcmp(op, "minimum")) return std::min(x, y);
+  if (!std::strcmp(op, "silu_backward")) return x * sigmoid(y) * (1.0 + y * (1.0 - sigmoid(y)));
+  if (!std::strcmp(op, "sigmoid_backward")) return x * y * (1.0 - y);
+  if (!std::strcmp(op, "tanh_backward")) return x * (1.0 - y * y);
   if (!std::strcmp(op, "sub")) return x - alpha * y;
   if (!std::strcmp(op, "mul")) return x * y;
   if (!std::strcmp(op, "div")) return x / y;
@@ -44,6 +53,31 @@ HostTensor binary(const char* op, const HostTensor& a, const HostTensor& b, doub
 HostTensor binary_scalar(const char* op, const HostTensor& a, double s) {
   HostTensor out(a.shape);
   for (int64_t i = 0; i < out.numel(); ++i) out.data[i] = apply(op, a.data[i], s, 1.0);
+  return out;
+}
+
+double unary_value(const char* op, double x, double e) {
+  const std::string o = op;
+  if (o == "neg") return -x;
+  if (o == "abs") return std::fabs(x);
+  if (o == "sign") return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+  if (o == "exp") return std::exp(x);
+  if (o == "log") return std::log(x);
+  if (o == "sqrt") return std::sqrt(x);
+  if (o == "rsqrt") return 1.0 / std::sqrt(x);
+  if (o == "reciprocal") return 1.0 / x;
+  if (o == "sigmoid") return sigmoid(x);
+  if (o == "silu") return x * sigmoid(x);
+  if (o == "tanh") return std::tanh(x);
+  if (o == "sin") return std::sin(x);
+  if (o == "cos") return std::cos(x);
+  if (o == "pow.Scalar") return std::pow(x, e);
+  throw ArgumentError("ref::unary: unknown op " + o);
+}
+
+HostTensor unary(const char* op, const HostTensor& x, double scalar) {
+  HostTensor out(x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) out.data[i] = unary_value(op, x.data[i], scalar);
   return out;
 }
 

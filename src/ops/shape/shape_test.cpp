@@ -1,0 +1,119 @@
+// Dim-order copy, expand_copy, fill, cat, slice assignment and slicing views: exact, bit for bit for every dtype.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <numeric>
+
+#include "ops/reference.h"
+#include "support/test_support.h"
+#include "wgtrain/error.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain {
+namespace {
+
+using test::all_close;
+using test::all_equal;
+using test::random_host;
+using test::random_ints;
+using test::upload;
+
+TEST(Contiguous, EveryPermutationOfARank4Tensor) {
+  const auto x = random_host({2, 3, 5, 7});
+  std::vector<int> dims = {0, 1, 2, 3};
+  do {
+    const Tensor y = ops::contiguous(upload(x).permute(dims));
+    EXPECT_TRUE(y.is_contiguous());
+    EXPECT_TRUE(all_close(y, ref::permute(x, dims), 0, 0)) << dims[0] << dims[1] << dims[2] << dims[3];
+  } while (std::next_permutation(dims.begin(), dims.end()));
+}
+
+TEST(Contiguous, MovesInt32BitsExactly) {
+  // Values whose bits are NaN patterns as floats must survive: copies move words, not floats.
+  std::vector<int32_t> v = {INT32_MIN, -1, 0x7fc00001, 0x7f800001, static_cast<int32_t>(0xffc00000u), 12345, 0};
+  const Tensor t = Tensor::from_host(test::device(), {7, 1}, v).transpose(0, 1);
+  EXPECT_EQ(ops::contiguous(t).to_host_i32(), v);
+  EXPECT_EQ(ops::expand_copy(Tensor::from_host(test::device(), {7}, v), {2, 7}).to_host_i32().back(), v.back());
+}
+
+TEST(ExpandCopy, MaterialisesABroadcast) {
+  const auto x = random_host({3, 1, 4});
+  const Tensor y = ops::expand_copy(upload(x), {2, 3, 5, 4});
+  EXPECT_TRUE(all_close(y, ref::expand(x, {2, 3, 5, 4}), 0, 0));
+  EXPECT_THROW(ops::expand_copy(upload(x), {3, 2, 5}), ArgumentError);
+}
+
+TEST(Fill, EveryDtype) {
+  auto& dev = test::device();
+  for (float v : ops::full(dev, {1031}, -2.5).to_host_f32()) ASSERT_EQ(v, -2.5f);
+  for (int32_t v : ops::full(dev, {3, 5}, -7, DType::I32).to_host_i32()) ASSERT_EQ(v, -7);
+  for (int32_t v : ops::full(dev, {4}, 1, DType::Bool).to_host_i32()) ASSERT_EQ(v, 1);
+  const Tensor like = upload(random_host({2, 3})).transpose(0, 1);
+  const Tensor f = ops::fill(like, 3.0);
+  EXPECT_EQ(f.shape(), (Shape{3, 2}));
+  for (float v : f.to_host_f32()) ASSERT_EQ(v, 3.0f);
+  EXPECT_THROW(ops::full(dev, {2}, 0.5, DType::I32), ArgumentError);
+}
+
+TEST(Cat, AlongEveryDim) {
+  for (int dim : {0, 1, 2, -1}) {
+    SCOPED_TRACE(dim);
+    Shape sa = {2, 3, 4}, sb = sa, sc = sa;
+    const int d = dim < 0 ? dim + 3 : dim;
+    sa[d] = 1;
+    sb[d] = 5;
+    sc[d] = 0;
+    const auto a = random_host(sa), b = random_host(sb), c = random_host(sc);
+    const Tensor got = ops::cat({upload(a), upload(b), upload(c)}, dim);
+    EXPECT_TRUE(all_close(got, ref::cat({a, b, c}, dim), 0, 0));
+  }
+  EXPECT_THROW(ops::cat({upload(random_host({2, 3})), upload(random_host({3, 3}))}, 1), ArgumentError);
+  EXPECT_THROW(ops::cat({}, 0), ArgumentError);
+}
+
+TEST(Cat, RotateHalfAsRopeUsesIt) {
+  // rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2]) over strided slices.
+  const auto x = random_host({3, 8});
+  const Tensor xt = upload(x);
+  const Tensor got = ops::cat({ops::neg(xt.slice(1, 4, 8)), xt.slice(1, 0, 4)}, -1);
+  ref::HostTensor want({3, 8});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      want.data[i * 8 + j] = -x.data[i * 8 + 4 + j];
+      want.data[i * 8 + 4 + j] = x.data[i * 8 + j];
+    }
+  EXPECT_TRUE(all_close(got, want, 0, 0));
+}
+
+TEST(Copy, IntoASliceOfAnotherTensor) {
+  const auto base = random_host({4, 6}), src = random_host({4, 2});
+  const Tensor dst = upload(base);
+  ops::copy_(dst.slice(1, 3, 5), upload(src));
+  ref::HostTensor want = base;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j) want.data[i * 6 + 3 + j] = src.data[i * 2 + j];
+  EXPECT_TRUE(all_close(dst, want, 0, 0));
+  // Within one tensor (source and destination share a buffer), and from a broadcast source.
+  ops::copy_(dst.slice(0, 0, 1), dst.slice(0, 3, 4));
+  ops::copy_(dst.slice(1, 0, 1), upload(ref::HostTensor({}, {9.0})));
+  const auto got = dst.to_host_f32();
+  for (int j = 1; j < 6; ++j) EXPECT_EQ(got[j], got[3 * 6 + j]);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i * 6], 9.0f);
+  EXPECT_THROW(ops::copy_(upload(random_host({1})).expand({3}), upload(random_host({3}))), ArgumentError);
+}
+
+TEST(Slice, StepsAndNegativeBounds) {
+  const auto x = random_host({10});
+  const auto got = upload(x).slice(0, -8, -1, 3).to_host_f32();  // elements 2, 5, 8
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], static_cast<float>(x.data[2]));
+  EXPECT_EQ(got[1], static_cast<float>(x.data[5]));
+  EXPECT_EQ(got[2], static_cast<float>(x.data[8]));
+  EXPECT_THROW(upload(x).slice(0, 0, 5, 0), ArgumentError);
+  EXPECT_THROW(upload(x).reshape({3, 3}), ArgumentError);
+  EXPECT_EQ(upload(x).reshape({2, -1}).shape(), (Shape{2, 5}));
+}
+
+}  // namespace
+}  // namespace wgtrain
