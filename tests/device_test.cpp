@@ -2,6 +2,7 @@
 // errors turned into exceptions that name the op.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -190,9 +191,18 @@ TEST(Device, LostDeviceRaisesInsteadOfCrashing) {
 }
 
 TEST(Device, TimingReportsElapsedTime) {
-  const Tensor a = upload(random_host({256, 256})), b = upload(random_host({256, 256}));
-  const auto t = device().time([&] { ops::mm(a, b); });
+  // Enough work to be well above any timestamp quantisation (Dawn rounds timestamps), and the GPU's time for it is
+  // at most the wall-clock time around it.
+  const Tensor a = upload(random_host({512, 512})), b = upload(random_host({512, 512}));
+  ops::mm(a, b);
+  device().synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  const auto t = device().time([&] {
+    for (int k = 0; k < 8; ++k) ops::mm(a, b);
+  });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GT(t.seconds, 0.0);
+  EXPECT_LE(t.seconds, wall * 1.01);
   EXPECT_EQ(t.from_timestamps, device().features().timestamp_query);
 }
 

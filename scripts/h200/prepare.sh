@@ -9,11 +9,12 @@ cp build/wgtrain build/wgtrain_tests .carry/
 [ -f build/wgtrain_bench ] && cp build/wgtrain_bench .carry/
 strip .carry/wgtrain .carry/wgtrain_tests
 cp .deps/bun-webgpu-linux-x64/libwebgpu_wrapper.so .carry/
-if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+# The Vulkan loader, and the GL dispatch libraries the NVIDIA ICD (libGLX_nvidia) needs to load.
+if ! ls .gl/libglvnd0_*.deb >/dev/null 2>&1; then
   mkdir -p .gl /tmp/amd64/partial
   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
   apt-get $o update -qq
-  (cd .gl && apt-get $o download libvulkan1)
+  (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 fi
-cp .gl/libvulkan1_*.deb .carry/deb/
+cp .gl/*.deb .carry/deb/
 du -sh .carry

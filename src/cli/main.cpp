@@ -1,6 +1,7 @@
 // wgtrain: the command-line interface.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -9,6 +10,8 @@
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
 #include "wgtrain/registry.h"
+#include "wgtrain/safetensors.h"
+#include "wgtrain/tensor.h"
 
 namespace {
 
@@ -88,6 +91,33 @@ int cmd_ops(bool verbose) {
   return 0;
 }
 
+int cmd_run_op(const std::string& op, const std::string& in_path, const std::string& out_path,
+               const std::vector<std::string>& arg_list, const std::string& backend) {
+  const OpSchema& schema = Registry::global().get(op);  // an unknown op fails before any device work
+  OpArgs args;
+  for (const auto& kv : arg_list) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw ArgumentError("--arg '" + kv + "' is not of the form key=value");
+    args.set(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  const safetensors::Contents in = safetensors::load(in_path);
+  DeviceOptions opt;
+  opt.backend = parse_backend(backend);
+  Device dev = Device::open(opt);
+  OpTensors inputs;
+  for (const auto& [name, array] : in.tensors) inputs.emplace(name, safetensors::to_tensor(dev, array, name));
+  const OpTensors outputs = run_op(dev, schema.name, inputs, args);
+  safetensors::Contents out;
+  out.metadata["op"] = schema.name;
+  for (const auto& [k, v] : args.values()) out.metadata["arg." + k] = v;
+  for (const auto& [name, t] : outputs) {
+    out.tensors.emplace(name, safetensors::from_tensor(t));
+    std::printf("%s: %s %s\n", name.c_str(), dtype_name(t.dtype()), shape_str(t.shape()).c_str());
+  }
+  safetensors::save(out_path, out);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +132,15 @@ int main(int argc, char** argv) {
   auto* ops = app.add_subcommand("ops", "list the registered ops and what each supports");
   ops->add_flag("-v,--verbose", verbose, "inputs, arguments and constraints of each op");
 
+  std::string op_name, in_path, out_path;
+  std::vector<std::string> op_args;
+  auto* runop = app.add_subcommand("run-op", "run one registered op on tensors read from a safetensors file");
+  runop->add_option("op", op_name, "the op's name, as `wgtrain ops` lists it")->required();
+  runop->add_option("--in", in_path, "safetensors file holding the op's input tensors, by input name")->required();
+  runop->add_option("--out", out_path, "safetensors file to write the outputs to")->required();
+  runop->add_option("--arg", op_args, "an argument key=value (repeatable)");
+  runop->add_option("--backend", backend, "auto, vulkan, opengl or opengles");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -110,8 +149,11 @@ int main(int argc, char** argv) {
   try {
     if (*devices) return cmd_devices(backend);
     if (*ops) return cmd_ops(verbose);
+    if (*runop) return cmd_run_op(op_name, in_path, out_path, op_args, backend);
   } catch (const wgtrain::Error& e) {
-    std::fprintf(stderr, "wgtrain: %s\n", e.what());
+    std::string msg = e.what();
+    std::replace(msg.begin(), msg.end(), '\n', ' ');  // one line, whatever the source
+    std::fprintf(stderr, "wgtrain: %s\n", msg.c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "wgtrain: unexpected error: %s\n", e.what());

@@ -1,3 +1,5 @@
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -103,6 +105,13 @@ void on_device_lost(const WGPUDevice*, uint32_t reason, WGPUStringView message, 
   impl->lost = true;
   impl->lost_message = to_string(message);
   if (reason == WGPUDeviceLostReason_Destroyed) impl->lost_message += " (the device was destroyed)";
+}
+
+bool vulkan_loader_present() {
+  void* h = dlopen("libvulkan.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!h) return false;
+  dlclose(h);
+  return true;
 }
 
 constexpr size_t kUniformChunkBytes = 64 * 1024;
@@ -653,6 +662,11 @@ Device Device::open(const DeviceOptions& requested) {
   }
 
   std::string tried;
+  if (options.backend == Backend::Auto && !vulkan_loader_present()) {
+    // Dawn would only print a warning and find nothing: skip the attempt (and the noise) on machines without it.
+    candidates.erase(candidates.begin());
+    tried = "Vulkan: no Vulkan loader (libvulkan.so.1) on this machine";
+  }
   for (const auto& c : candidates) {
     AdapterRequest req;
     WGPURequestAdapterOptions ro{};

@@ -125,9 +125,10 @@ OpTensors run_op(Device& device, const std::string& name, const OpTensors& input
       throw ArgumentError(name + ": input '" + k + "' has rank " + std::to_string(t.rank()) + ", the op takes " +
                           std::to_string(s.min_rank) + ".." + std::to_string(s.max_rank));
   }
-  for (const auto& [k, v] : args.values()) {
-    const bool ok = std::any_of(s.args.begin(), s.args.end(), [&](const ArgSpec& a) { return a.name == k; });
-    if (!ok) throw ArgumentError(name + ": unknown argument '" + k + "'");
+  for (const auto& kv : args.values()) {
+    const std::string& key = kv.first;
+    const bool ok = std::any_of(s.args.begin(), s.args.end(), [&](const ArgSpec& a) { return a.name == key; });
+    if (!ok) throw ArgumentError(name + ": unknown argument '" + key + "'");
   }
   return s.run(device, inputs, args);
 }
