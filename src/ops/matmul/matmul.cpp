@@ -1,7 +1,7 @@
-// mm, bmm and linear: one tiled kernel over strided operands (matmul.wgsl).
+// mm, bmm and linear: one tiled kernel over strided operands (gemm.wgsl).
 #include <algorithm>
 
-#include "ops/common.h"
+#include "ops/matmul/gemm.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
@@ -11,21 +11,35 @@ using namespace detail;
 
 namespace {
 
-struct alignas(16) MatmulParams {
+struct alignas(16) GemmParams {
   uint32_t m, n, k, batch0;
   uint32_t a_off, a_sb, a_sm, a_sk;
   uint32_t b_off, b_sb, b_sk, b_sn;
-  uint32_t bias_off, has_bias, a_kfast, b_nfast;
+  uint32_t bias_off, flags, q_words, q_rows;
+  uint32_t group_size, c_off, pad0, pad1;
 };
-static_assert(sizeof(MatmulParams) == 64);
+static_assert(sizeof(GemmParams) == 80);
 
 // a: [batch, M, K] view, b: [batch, K, N] view (batch strides may be 0), bias: [N] or null. Returns [batch, M, N].
 Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const Tensor* bias) {
+  Tensor c = new_tensor(a.device_impl(), {a.size(0), a.size(1), b.size(2)}, DType::F32);
+  GemmB gb;
+  gb.b = &b;
+  gemm(op, a, gb, b.size(2), bias, c, false);
+  return c;
+}
+
+}  // namespace
+
+namespace detail {
+
+void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Tensor* bias, const Tensor& c,
+          bool accumulate) {
   DeviceImpl& dev = a.device_impl();
-  const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  Tensor c = new_tensor(dev, {batch, M, N}, DType::F32);
-  if (batch == 0 || M == 0 || N == 0) return c;
-  MatmulParams p{};
+  const int64_t batch = a.size(0), M = a.size(1), K = a.size(2);
+  if (batch == 0 || M == 0 || N == 0) return;
+  if (!c.is_contiguous() || c.numel() != batch * M * N) throw Error(std::string(op) + ": bad output tensor");
+  GemmParams p{};
   p.m = u32(M, "M");
   p.n = u32(N, "N");
   p.k = u32(K, "K");
@@ -33,30 +47,46 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const Tenso
   p.a_sb = u32(a.strides()[0], "stride");
   p.a_sm = u32(a.strides()[1], "stride");
   p.a_sk = u32(a.strides()[2], "stride");
-  p.b_off = u32(b.offset(), "offset");
-  p.b_sb = u32(b.strides()[0], "stride");
-  p.b_sk = u32(b.strides()[1], "stride");
-  p.b_sn = u32(b.strides()[2], "stride");
-  p.has_bias = bias ? 1 : 0;
+  p.flags = (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | ((K == 1 || a.strides()[2] == 1) ? 4u : 0u);
+  const Tensor& b = *gb.b;
+  if (gb.mode == GemmB::F32) {
+    p.b_off = u32(b.offset(), "offset");
+    p.b_sb = u32(b.strides()[0], "stride");
+    p.b_sk = u32(b.strides()[1], "stride");
+    p.b_sn = u32(b.strides()[2], "stride");
+    if (N == 1 || b.strides()[2] == 1) p.flags |= 8u;
+  } else {
+    p.q_words = u32(gb.q_words, "words per row");
+    p.q_rows = u32(gb.q_rows, "weight rows");
+    p.group_size = u32(gb.group_size, "group size");
+  }
   p.bias_off = bias ? u32(bias->offset(), "offset") : 0;
-  p.a_kfast = (K == 1 || a.strides()[2] == 1) ? 1 : 0;
-  p.b_nfast = (N == 1 || b.strides()[2] == 1) ? 1 : 0;
+  p.c_off = u32(c.offset(), "offset");
   u32(batch * M * N, "output elements");
 
-  const auto& pipe = dev.pipeline("matmul/matmul", {});
-  const uint32_t gx = u32((N + 63) / 64, "N tiles"), gy = u32((M + 63) / 64, "M tiles");
+  // Large outputs take 128 x 128 tiles (8 x 8 per thread); small ones 64 x 64, so fewer lanes idle.
+  const int tm = (M >= 128 && N >= 128) ? 8 : 4;
+  const int64_t tile = 16 * tm;
+  const auto& pipe = dev.pipeline("matmul/gemm", {{"TM", std::to_string(tm)},
+                                                  {"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))},
+                                                  {"B_TYPE", gb.mode == GemmB::F32 ? "f32" : "u32"}});
+  const uint32_t gx = u32((N + tile - 1) / tile, "N tiles"), gy = u32((M + tile - 1) / tile, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
-  const Tensor& bias_t = bias ? *bias : a;  // an unused binding still needs a buffer
+  // Unused bindings still need a buffer; any read-only one will do.
+  const webgpu::WGPUBuffer scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
+  const webgpu::WGPUBuffer bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
   for (int64_t b0 = 0; b0 < batch; b0 += maxz) {
     p.batch0 = static_cast<uint32_t>(b0);
     const uint32_t gz = static_cast<uint32_t>(std::min(maxz, batch - b0));
     dev.dispatch({op, &pipe, &p, sizeof p,
-                  {{a.storage()->buffer}, {b.storage()->buffer}, {bias_t.storage()->buffer}, {c.storage()->buffer}},
+                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {c.storage()->buffer}},
                   gx, gy, gz});
   }
-  return c;
 }
 
+}  // namespace detail
+
+namespace {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {

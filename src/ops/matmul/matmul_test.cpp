@@ -36,7 +36,10 @@ INSTANTIATE_TEST_SUITE_P(Awkward, MmSizes,
                                            std::make_tuple(3, 5, 7), std::make_tuple(17, 31, 13),
                                            std::make_tuple(64, 64, 64), std::make_tuple(65, 17, 129),
                                            std::make_tuple(100, 1, 3), std::make_tuple(2, 211, 3),
-                                           std::make_tuple(127, 33, 67), std::make_tuple(1, 300, 131)));
+                                           std::make_tuple(127, 33, 67), std::make_tuple(1, 300, 131),
+                                           // 128 x 128 tiles (8 x 8 per thread) from here on
+                                           std::make_tuple(128, 16, 128), std::make_tuple(130, 33, 257),
+                                           std::make_tuple(257, 129, 131)));
 
 TEST(Mm, TransposedViewsNeedNoCopy) {
   // a = A^T and b = B^T as strided views; the kernel reads them through their strides.
@@ -90,7 +93,7 @@ TEST_P(BmmSizes, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Awkward, BmmSizes,
                          ::testing::Values(std::make_tuple(1, 1, 1, 1), std::make_tuple(3, 17, 9, 33),
                                            std::make_tuple(5, 65, 3, 2), std::make_tuple(7, 1, 70, 1),
-                                           std::make_tuple(2, 66, 67, 65)));
+                                           std::make_tuple(2, 66, 67, 65), std::make_tuple(2, 129, 20, 130)));
 
 TEST(Bmm, BroadcastBatchOperand) {
   // b expanded over the batch (stride 0): one weight for every batch entry.

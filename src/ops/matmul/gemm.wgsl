@@ -1,0 +1,178 @@
+// Batched, tiled f32 GEMM: C[b] (+)= A[b] B[b] (+ bias), C contiguous [batch, M, N], A and B strided.
+// B comes in one of three forms (B_MODE), so that one kernel serves mm/bmm/linear and the q4gsw linears:
+//   0: f32, strided (linear's W^T is B with (sk, sn) = (1, K): transposed views cost nothing);
+//   1: q4gsw weight W[N_w, K_w] read as B[k][n] = W[n][k] (the forward y = x W^T);
+//   2: q4gsw weight W[N_w, K_w] read as B[r][j] = W[r][j] (the input gradient dx = dy W).
+// q4gsw codes are u32 words of 8 nibbles, row-major [N_w, ceil(K_w / 8)], nibble j of word w holding k = 8w + j as
+// code + 8; scales are f32 [ceil(K_w / group_size), N_w]; w = (code - 8) * scale. Padding nibbles hold 8 (zero).
+// Tiling: a workgroup of 16x16 threads computes a (16 TM) x (16 TM) tile of C; each thread owns TM x TM outputs
+// spaced 16 apart, so neighbouring threads write neighbouring addresses. A and B tiles are staged in workgroup
+// memory BK = 16 deep in k; q4 tiles are dequantised on the way in, one u32 word (8 weights) per load.
+
+const TM: u32 = {{TM}}u;
+const B_MODE: u32 = {{B_MODE}}u;
+const BM: u32 = 16u * TM;
+const BN: u32 = 16u * TM;
+const BK: u32 = 16u;
+const A_PER_THREAD: u32 = BM * BK / 256u;
+const B_PER_THREAD: u32 = BN * BK / 256u;
+
+struct Params {
+  m: u32,
+  n: u32,
+  k: u32,
+  batch0: u32,      // first batch index of this dispatch (batches beyond the grid limit take several)
+  a_off: u32,
+  a_sb: u32,
+  a_sm: u32,
+  a_sk: u32,
+  b_off: u32,
+  b_sb: u32,
+  b_sk: u32,
+  b_sn: u32,
+  bias_off: u32,
+  flags: u32,       // 1: add bias[n]; 2: accumulate into C; 4: A's k stride is 1; 8: B's n stride is 1
+  q_words: u32,     // q4: u32 words per weight row
+  q_rows: u32,      // q4: N_w, the row count of the weight (the scales' row stride)
+  group_size: u32,  // q4: consecutive k sharing a scale (a multiple of 8)
+  c_off: u32,
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<{{B_TYPE}}>;
+@group(0) @binding(3) var<storage, read> scales: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> c: array<f32>;
+
+var<workgroup> As: array<f32, BK * BM>;  // [BK][BM]
+var<workgroup> Bs: array<f32, BK * BN>;  // [BK][BN]
+
+fn dequant(word: u32, j: u32, scale: f32) -> f32 {
+  return (f32((word >> (4u * j)) & 15u) - 8.0) * scale;
+}
+
+@compute @workgroup_size(16, 16, 1)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
+  let bat = wid.z + p.batch0;
+  let m0 = wid.y * BM;
+  let n0 = wid.x * BN;
+  let tid = lid.y * 16u + lid.x;
+  let a_base = p.a_off + bat * p.a_sb;
+  let b_base = p.b_off + bat * p.b_sb;
+  let a_kfast = (p.flags & 4u) != 0u;
+  let b_nfast = (p.flags & 8u) != 0u;
+
+  var acc: array<f32, TM * TM>;
+  for (var k0 = 0u; k0 < p.k; k0 = k0 + BK) {
+    // ---- A tile: BM x BK, in the order that makes consecutive threads read consecutive addresses.
+    for (var l = 0u; l < A_PER_THREAD; l = l + 1u) {
+      let e = tid + l * 256u;
+      var am = e % BM;
+      var ak = e / BM;
+      if (a_kfast) {
+        am = e / BK;
+        ak = e % BK;
+      }
+      let gm = m0 + am;
+      let gk = k0 + ak;
+      var v = 0.0;
+      if (gm < p.m && gk < p.k) {
+        v = a[a_base + gm * p.a_sm + gk * p.a_sk];
+      }
+      As[ak * BM + am] = v;
+    }
+    // ---- B tile: BK x BN.
+    if (B_MODE == 0u) {
+      for (var l = 0u; l < B_PER_THREAD; l = l + 1u) {
+        let e = tid + l * 256u;
+        var bn = e / BK;
+        var bk = e % BK;
+        if (b_nfast) {
+          bn = e % BN;
+          bk = e / BN;
+        }
+        let gn = n0 + bn;
+        let gk = k0 + bk;
+        var v = 0.0;
+        if (gn < p.n && gk < p.k) {
+          v = f32(b[b_base + gk * p.b_sk + gn * p.b_sn]);
+        }
+        Bs[bk * BN + bn] = v;
+      }
+    } else if (B_MODE == 1u) {
+      // B[k][n] = W[n][k]: for each of the tile's BN weight rows, BK / 8 words along k.
+      for (var e = tid; e < BN * (BK / 8u); e = e + 256u) {
+        let bn = e / (BK / 8u);
+        let wq = e % (BK / 8u);
+        let gn = n0 + bn;
+        let gk = k0 + wq * 8u;
+        var word = 0x88888888u;
+        var scale = 0.0;
+        if (gn < p.n && gk < p.k) {
+          word = u32(b[gn * p.q_words + gk / 8u]);
+          scale = scales[(gk / p.group_size) * p.q_rows + gn];
+        }
+        for (var j = 0u; j < 8u; j = j + 1u) {
+          Bs[(wq * 8u + j) * BN + bn] = dequant(word, j, scale);
+        }
+      }
+    } else {
+      // B[r][j] = W[r][j]: for each of the tile's BK weight rows, BN / 8 words along j.
+      for (var e = tid; e < BK * (BN / 8u); e = e + 256u) {
+        let bk = e / (BN / 8u);
+        let wq = e % (BN / 8u);
+        let gr = k0 + bk;
+        let gj = n0 + wq * 8u;
+        var word = 0x88888888u;
+        var scale = 0.0;
+        if (gr < p.k && gj < p.n) {
+          word = u32(b[gr * p.q_words + gj / 8u]);
+          scale = scales[(gj / p.group_size) * p.q_rows + gr];
+        }
+        for (var j = 0u; j < 8u; j = j + 1u) {
+          Bs[bk * BN + wq * 8u + j] = dequant(word, j, scale);
+        }
+      }
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < BK; kk = kk + 1u) {
+      var ar: array<f32, TM>;
+      var br: array<f32, TM>;
+      for (var i = 0u; i < TM; i = i + 1u) {
+        ar[i] = As[kk * BM + lid.y + 16u * i];
+        br[i] = Bs[kk * BN + lid.x + 16u * i];
+      }
+      for (var i = 0u; i < TM; i = i + 1u) {
+        for (var j = 0u; j < TM; j = j + 1u) {
+          acc[i * TM + j] = fma(ar[i], br[j], acc[i * TM + j]);
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+
+  for (var i = 0u; i < TM; i = i + 1u) {
+    let gm = m0 + lid.y + 16u * i;
+    if (gm >= p.m) {
+      continue;
+    }
+    for (var j = 0u; j < TM; j = j + 1u) {
+      let gn = n0 + lid.x + 16u * j;
+      if (gn >= p.n) {
+        continue;
+      }
+      var v = acc[i * TM + j];
+      if ((p.flags & 1u) != 0u) {
+        v = v + bias[p.bias_off + gn];
+      }
+      let at = p.c_off + (bat * p.m + gm) * p.n + gn;
+      if ((p.flags & 2u) != 0u) {
+        v = v + c[at];
+      }
+      c[at] = v;
+    }
+  }
+}
