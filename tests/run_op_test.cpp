@@ -59,6 +59,15 @@ std::optional<Example> example_for(const OpSchema& s) {
       {"sum", {{{"self", {3, 4, 5}}}, {{"dim", "0,2"}, {"keepdim", "true"}}}},
       {"mean", {{{"self", {3, 4, 5}}}, {{"dim", "1"}}}},
       {"pow.Scalar", {{{"self", {7}}}, {{"exponent", "3"}}}},
+      {"linear_q4gsw",
+       {{{"input", {3, 20}}, {"weight", {6, 10}, I, 0, 255}, {"scales", {1, 6}, DType::F32, 0.01, 0.1}},
+        {{"group_size", "32"}}}},
+      {"linear_q4gsw_backward",
+       {{{"grad_output", {3, 6}}, {"weight", {6, 10}, I, 0, 255}, {"scales", {1, 6}, DType::F32, 0.01, 0.1}},
+        {{"group_size", "32"}, {"in_features", "20"}}}},
+      {"linear_dW", {{{"grad_output", {4, 6}}, {"input", {4, 5}}, {"grad", {6, 5}}}, {}}},
+      {"q4gsw_requant",
+       {{{"latent", {6, 20}}, {"scales", {1, 6}}}, {{"group_size", "32"}, {"recompute_scales", "true"}}}},
   };
   if (auto it = explicit_examples.find(n); it != explicit_examples.end()) return it->second;
   const bool scalar = n.size() > 7 && n.substr(n.size() - 7) == ".Scalar";

@@ -49,6 +49,7 @@ void register_gather_ops(Registry& r);
 void register_matmul_ops(Registry& r);
 void register_softmax_ops(Registry& r);
 void register_reduce_ops(Registry& r);
+void register_q4gsw_ops(Registry& r);
 
 // Helpers for registry entries.
 const Tensor& input(const OpTensors& in, const std::string& name);

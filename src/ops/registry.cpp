@@ -82,6 +82,7 @@ const Registry& Registry::global() {
     ops::detail::register_gather_ops(r);
     ops::detail::register_softmax_ops(r);
     ops::detail::register_reduce_ops(r);
+    ops::detail::register_q4gsw_ops(r);
     return r;
   }();
   return reg;

@@ -1,0 +1,188 @@
+// q4gsw: layout conversion, the three GEMMs against the float64 reference, and re-quantisation bit for bit.
+// GEMM tolerance: |y - ref| <= 1e-6 + 2K * 2^-24 * sum_k |x_k w_k| (a length-K fp32 dot product).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "ops/q4gsw/q4gsw_ref.h"
+#include "support/test_support.h"
+#include "wgtrain/error.h"
+#include "wgtrain/ops.h"
+#include "wgtrain/q4gsw.h"
+
+namespace wgtrain {
+namespace {
+
+using test::all_close;
+using test::random_host;
+using test::upload;
+
+double dot_rtol(int64_t k) { return 2.0 * std::max<int64_t>(k, 1) * std::ldexp(1.0, -24); }
+
+struct HostQ4 {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  int64_t n, k, group;
+};
+
+// Random codes (all 16 values), random positive scales, and some all-zero-scale groups.
+HostQ4 random_q4(int64_t n, int64_t k, int64_t group) {
+  HostQ4 q{{}, {}, n, k, group};
+  const auto codes = test::random_ints({n, k}, 0, 15);
+  q.bytes.assign(static_cast<size_t>(n * ((k + 1) / 2)), 0x88);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) {
+      uint8_t& b = q.bytes[r * ((k + 1) / 2) + c / 2];
+      const int code = static_cast<int>(codes.data[r * k + c]);
+      b = c % 2 ? static_cast<uint8_t>((b & 0x0f) | (code << 4)) : static_cast<uint8_t>((b & 0xf0) | code);
+    }
+  const auto s = random_host({q4gsw::groups(k, group), n}, 0.01, 0.2);
+  q.scales.assign(s.data.begin(), s.data.end());
+  for (size_t i = 0; i < q.scales.size(); i += 7) q.scales[i] = 0.0f;
+  return q;
+}
+
+ref::HostTensor abs_dot(const ref::HostTensor& x, const ref::HostTensor& w) {  // sum_k |x[m,k] w[n,k]|
+  const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
+  ref::HostTensor s({m, n});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t c = 0; c < k; ++c) s.data[i * n + j] += std::fabs(x.data[i * k + c] * w.data[j * k + c]);
+  return s;
+}
+
+TEST(Q4Layout, BytesAndWordsRoundTrip) {
+  for (int64_t k : {1, 2, 7, 8, 13, 64, 100}) {
+    SCOPED_TRACE(k);
+    const auto q = random_q4(5, k, 8);
+    const auto words = q4gsw::pack_bytes(q.bytes, 5, k);
+    ASSERT_EQ(static_cast<int64_t>(words.size()), 5 * q4gsw::words_per_row(k));
+    EXPECT_EQ(q4gsw::unpack_words(words, 5, k), q.bytes);
+    // Every nibble past K is the zero code.
+    for (int64_t r = 0; r < 5; ++r)
+      for (int64_t c = k; c < q4gsw::words_per_row(k) * 8; ++c)
+        EXPECT_EQ((static_cast<uint32_t>(words[r * q4gsw::words_per_row(k) + c / 8]) >> (4 * (c % 8))) & 15u, 8u);
+  }
+  EXPECT_THROW(q4gsw::pack_bytes(std::vector<uint8_t>(3), 2, 4), ArgumentError);
+  EXPECT_THROW(q4gsw::upload(test::device(), std::vector<uint8_t>(4), std::vector<float>(2), 2, 4, 12),
+               ArgumentError);
+}
+
+// (M, N, K, group)
+class Q4Gemms : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+
+TEST_P(Q4Gemms, ForwardBackwardAndWeightGradMatchReference) {
+  const auto [M, N, K, G] = GetParam();
+  const auto q = random_q4(N, K, G);
+  const Q4Weight w = q4gsw::upload(test::device(), q.bytes, q.scales, N, K, G);
+  const auto wd = ref::q4_dequant(q.bytes, q.scales, N, K, G);  // [N, K]
+
+  const auto x = random_host({M, K});
+  const auto y_scale = abs_dot(x, wd);
+  EXPECT_TRUE(all_close(ops::linear_q4gsw(upload(x), w), ref::linear(x, wd, std::nullopt), 1e-6, dot_rtol(K),
+                        &y_scale))
+      << "forward";
+
+  const auto dy = random_host({M, N});
+  ref::HostTensor wt({K, N});
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t c = 0; c < K; ++c) wt.data[c * N + r] = wd.data[r * K + c];
+  const auto dx_scale = abs_dot(dy, wt);
+  EXPECT_TRUE(all_close(ops::linear_q4gsw_backward(upload(dy), w), ref::linear(dy, wt, std::nullopt), 1e-6,
+                        dot_rtol(N), &dx_scale))
+      << "input gradient";
+
+  // dW = dy^T x, and accumulated onto an existing gradient.
+  ref::HostTensor dyt({N, M}), xt({K, M});
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) dyt.data[j * M + i] = dy.data[i * N + j];
+    for (int64_t c = 0; c < K; ++c) xt.data[c * M + i] = x.data[i * K + c];
+  }
+  const auto dw_ref = ref::linear(dyt, xt, std::nullopt);
+  const auto dw_scale = abs_dot(dyt, xt);
+  EXPECT_TRUE(all_close(ops::linear_dW(upload(dy), upload(x)), dw_ref, 1e-6, dot_rtol(M), &dw_scale)) << "dW";
+  const auto g0 = random_host({N, K});
+  Tensor acc = upload(g0);
+  const Tensor same = ops::linear_dW(upload(dy), upload(x), &acc);
+  EXPECT_EQ(same.storage(), acc.storage());
+  auto want = dw_ref;
+  auto acc_scale = dw_scale;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    want.data[i] += g0.data[i];
+    acc_scale.data[i] += std::fabs(g0.data[i]);
+  }
+  EXPECT_TRUE(all_close(acc, want, 1e-6, dot_rtol(M + 1), &acc_scale)) << "dW accumulated";
+}
+
+INSTANTIATE_TEST_SUITE_P(Awkward, Q4Gemms,
+                         ::testing::Values(std::make_tuple(1, 1, 8, 8), std::make_tuple(3, 5, 13, 32),
+                                           std::make_tuple(7, 13, 64, 32), std::make_tuple(5, 17, 100, 64),
+                                           std::make_tuple(2, 3, 128, 128), std::make_tuple(33, 65, 257, 128),
+                                           std::make_tuple(130, 129, 96, 32), std::make_tuple(1, 70, 1, 32)));
+
+TEST(Q4Gemms, LeadingDimsAndStridedInput) {
+  const auto q = random_q4(6, 40, 32);
+  const Q4Weight w = q4gsw::upload(test::device(), q.bytes, q.scales, 6, 40, 32);
+  const auto wd = ref::q4_dequant(q.bytes, q.scales, 6, 40, 32);
+  const auto x = random_host({2, 3, 40});
+  const Tensor y = ops::linear_q4gsw(upload(x), w);
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 6}));
+  EXPECT_TRUE(all_close(y, ref::linear(x, wd, std::nullopt), 1e-5, 1e-5));
+  EXPECT_THROW(ops::linear_q4gsw(upload(random_host({3, 41})), w), ArgumentError);
+  EXPECT_THROW(ops::linear_q4gsw_backward(upload(random_host({3, 7})), w), ArgumentError);
+}
+
+TEST(Q4Requant, MatchesTheReferenceBitForBit) {
+  for (auto [n, k, g] : {std::make_tuple(1, 1, 8), std::make_tuple(7, 13, 32), std::make_tuple(33, 100, 64),
+                         std::make_tuple(5, 256, 128)}) {
+    SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k) + " g" + std::to_string(g));
+    auto latent = random_host({n, k}, -1.5, 1.5);
+    const auto s = random_host({q4gsw::groups(k, g), n}, 0.05, 0.3);  // some |latent / s| > 8: clamped
+    std::vector<float> scales(s.data.begin(), s.data.end());
+    scales[0] = 0.0f;  // a zero-scale group: code 8
+    Q4Weight w = q4gsw::upload(test::device(), std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0), scales, n, k, g);
+    ops::q4gsw_requant(upload(latent), w, false);
+    EXPECT_EQ(q4gsw::download_bytes(w), ref::q4_requant(latent, scales, g));
+  }
+}
+
+TEST(Q4Requant, TiesRoundHalfToEven) {
+  // scale 0.25 (a power of two): latent = (q + 1/2) * 0.25 is an exact tie for every q.
+  const int64_t n = 1, k = 32;
+  ref::HostTensor latent({n, k});
+  for (int64_t c = 0; c < k; ++c) latent.data[c] = (static_cast<double>(c % 17) - 8.5) * 0.25;
+  const std::vector<float> scales = {0.25f};
+  Q4Weight w = q4gsw::upload(test::device(), std::vector<uint8_t>(16, 0), scales, n, k, 32);
+  ops::q4gsw_requant(upload(latent), w, false);
+  const auto got = q4gsw::download_bytes(w);
+  const auto want = ref::q4_requant(latent, scales, 32);
+  EXPECT_EQ(got, want);
+  // -8.5 -> -8, -7.5 -> -8, -6.5 -> -6, -0.5 -> 0, 0.5 -> 0, 1.5 -> 2 (each to the even neighbour).
+  EXPECT_EQ(want[0] & 15, 0);   // k = 0
+  EXPECT_EQ(want[0] >> 4, 0);   // k = 1
+  EXPECT_EQ(want[1] & 15, 2);   // k = 2
+  EXPECT_EQ(want[4] & 15, 8);   // k = 8
+  EXPECT_EQ(want[4] >> 4, 8);   // k = 9
+  EXPECT_EQ(want[5] & 15, 10);  // k = 10
+}
+
+TEST(Q4Requant, RecomputesScalesFromTheLatent) {
+  const int64_t n = 9, k = 70, g = 32;
+  auto latent = random_host({n, k}, -2, 2);
+  for (int64_t c = 0; c < 32; ++c) latent.data[c] = 0.0;  // an all-zero group: scale 0, codes 8
+  Q4Weight w = q4gsw::upload(test::device(), std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0),
+                             std::vector<float>(q4gsw::groups(k, g) * n, 1.0f), n, k, g);
+  ops::q4gsw_requant(upload(latent), w, true);
+  const auto got_scales = w.scales.to_host_f32();
+  const auto want_scales = ref::q4_scales(latent, g);
+  ASSERT_EQ(got_scales.size(), want_scales.size());
+  for (size_t i = 0; i < got_scales.size(); ++i)
+    EXPECT_NEAR(got_scales[i], want_scales[i], 3e-7 * want_scales[i]) << i;  // WGSL division: 2.5 ulp
+  EXPECT_EQ(got_scales[0], 0.0f);
+  // Codes against the scales the device chose; with max/7 scales no code clamps.
+  EXPECT_EQ(q4gsw::download_bytes(w), ref::q4_requant(latent, got_scales, g));
+}
+
+}  // namespace
+}  // namespace wgtrain
