@@ -66,6 +66,9 @@ std::optional<Example> example_for(const OpSchema& s) {
        {{{"grad_output", {3, 6}}, {"weight", {6, 10}, I, 0, 255}, {"scales", {1, 6}, DType::F32, 0.01, 0.1}},
         {{"group_size", "32"}, {"in_features", "20"}}}},
       {"linear_dW", {{{"grad_output", {4, 6}}, {"input", {4, 5}}, {"grad", {6, 5}}}, {}}},
+      {"fused_ce", {{{"logits", {5, 11}, DType::F32, -3, 3}, {"labels", {5}, I, -1, 10}}, {}}},
+      {"adamw_step",
+       {{{"param", {7}}, {"grad", {7}}, {"m", {7}}, {"v", {7}}}, {{"lr", "0.01"}, {"step", "3"}}}},
       {"q4gsw_requant",
        {{{"latent", {6, 20}}, {"scales", {1, 6}}}, {{"group_size", "32"}, {"recompute_scales", "true"}}}},
   };

@@ -70,6 +70,12 @@ Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype) {
   return Tensor(std::move(st), shape, contiguous_strides(shape), 0, dtype);
 }
 
+Tensor upload_words(DeviceImpl& dev, const void* data, size_t bytes) {
+  Tensor t = new_tensor(dev, {static_cast<int64_t>((bytes + 3) / 4)}, DType::I32);
+  if (bytes) dev.api.QueueWriteBuffer(dev.queue, t.storage()->buffer, 0, data, (bytes + 3) / 4 * 4);
+  return t;
+}
+
 const Tensor& input(const OpTensors& in, const std::string& name) {
   auto it = in.find(name);
   if (it == in.end()) throw ArgumentError("missing input tensor '" + name + "'");

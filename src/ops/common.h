@@ -41,6 +41,10 @@ void fill_u32x8(U32x8& dst, const Shape& values, const char* what);
 // A new contiguous tensor on a device (poisoned when the device poisons).
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype);
 
+// A new int32 tensor holding `bytes` of host data (a table for a kernel), written without a flush: a fresh buffer
+// is idle.
+Tensor upload_words(DeviceImpl& dev, const void* data, size_t bytes);
+
 // Registration, one function per family (called once by Registry::global()).
 void register_elementwise_ops(Registry& r);
 void register_shape_ops(Registry& r);
@@ -50,6 +54,8 @@ void register_matmul_ops(Registry& r);
 void register_softmax_ops(Registry& r);
 void register_reduce_ops(Registry& r);
 void register_q4gsw_ops(Registry& r);
+void register_fused_ce_ops(Registry& r);
+void register_adamw_ops(Registry& r);
 
 // Helpers for registry entries.
 const Tensor& input(const OpTensors& in, const std::string& name);

@@ -83,6 +83,8 @@ const Registry& Registry::global() {
     ops::detail::register_softmax_ops(r);
     ops::detail::register_reduce_ops(r);
     ops::detail::register_q4gsw_ops(r);
+    ops::detail::register_fused_ce_ops(r);
+    ops::detail::register_adamw_ops(r);
     return r;
   }();
   return reg;

@@ -1,0 +1,22 @@
+// Fused cross-entropy: the loss and its gradient with respect to the logits in one launch chain.
+#pragma once
+
+#include <optional>
+
+#include "wgtrain/tensor.h"
+
+namespace wgtrain::ops {
+
+struct CrossEntropy {
+  Tensor loss;     // float32 scalar: mean over rows with label >= 0 of logsumexp(row) - row[label]
+  Tensor dlogits;  // float32 [R, V]: (softmax(row) - onehot(label)) / n_valid; zero on ignored rows
+};
+
+// logits float32 [R, V], labels int32 [R] (negative: ignore the row). n_valid, when given, replaces the count of
+// labels >= 0 as the divisor (e.g. to average over a whole batch split in pieces). With in_place, dlogits is
+// written over the logits' own buffer. A label >= V is an ArgumentError: before the dispatch if the host wrote
+// the labels, else at the next read-back.
+CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<int64_t> n_valid = std::nullopt,
+                      bool in_place = false);
+
+}  // namespace wgtrain::ops

@@ -1,0 +1,119 @@
+// adamw_step over 10 steps against a float64 CPU loop: parameters in separate buffers and as views into shared
+// arenas (one dispatch), sizes that do and do not allow vec4, per-parameter weight decay, a changing lr.
+// Tolerance: |p - ref| <= 1e-6 |ref| + 1e-6 lr steps (f32 rounding of each step's update, about lr).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/adamw/adamw_ref.h"
+#include "support/test_support.h"
+#include "wgtrain/adamw.h"
+#include "wgtrain/error.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain {
+namespace {
+
+using test::random_host;
+using test::upload;
+
+struct HostParam {
+  std::vector<double> p, m, v;
+  double wd;
+};
+
+std::vector<double> as_double(const Tensor& t) {
+  const auto f = t.to_host_f32();
+  return {f.begin(), f.end()};
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-6 * std::fabs(want[i]) + atol) && bad++ < 3)
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", expected " << want[i]
+                    << "; WGTRAIN_TEST_SEED=" << test::seed();
+}
+
+TEST(AdamW, TenStepsMatchACpuLoop) {
+  const std::vector<int64_t> sizes = {1, 3, 1000, 4097, 64};
+  const std::vector<double> wds = {0.01, 0.0, 0.1, 0.01, -1};  // -1: the options' default
+  ops::AdamWOptions o;
+  o.lr = 3e-3;
+  o.weight_decay = 0.05;
+
+  // Three parameters in separate buffers, two as views into four shared arenas (offsets 0 and 1000).
+  std::vector<HostParam> host;
+  std::vector<ops::AdamWParam> dev;
+  const int64_t arena = 1000 + 64;
+  Tensor ap = upload(random_host({arena})), am = ops::mul(ap, 0.0f), av = ops::mul(ap, 0.0f);
+  Tensor ag = Tensor::empty(test::device(), {arena});
+  const auto ap0 = ap.to_host_f32();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    HostParam h;
+    h.wd = wds[i] >= 0 ? wds[i] : o.weight_decay;
+    ops::AdamWParam d;
+    d.weight_decay = wds[i];
+    if (i == 2 || i == 4) {
+      const int64_t off = i == 2 ? 0 : 1000;
+      d.param = ap.slice(0, off, off + sizes[i]);
+      d.grad = ag.slice(0, off, off + sizes[i]);
+      d.m = am.slice(0, off, off + sizes[i]);
+      d.v = av.slice(0, off, off + sizes[i]);
+      h.p.assign(ap0.begin() + off, ap0.begin() + off + sizes[i]);
+    } else {
+      const auto p0 = random_host({sizes[i]});
+      d.param = upload(p0);
+      d.grad = Tensor::empty(test::device(), {sizes[i]});
+      d.m = ops::mul(d.param, 0.0f);
+      d.v = ops::mul(d.param, 0.0f);
+      h.p = p0.data;
+    }
+    h.m.assign(sizes[i], 0.0);
+    h.v.assign(sizes[i], 0.0);
+    host.push_back(h);
+    dev.push_back(d);
+  }
+  for (int step = 1; step <= 10; ++step) {
+    o.lr = 3e-3 * (1.0 - 0.05 * step);  // a schedule: lr changes every step
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const auto g = random_host({sizes[i]}, -2, 2);
+      ops::copy_(dev[i].grad, upload(g));
+      ref::adamw_step(host[i].p, host[i].m, host[i].v, g.data, o.lr, o.beta1, o.beta2, o.eps, host[i].wd, step);
+    }
+    ops::adamw_step(dev, o, step);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SCOPED_TRACE(i);
+    expect_close(as_double(dev[i].param), host[i].p, 1e-6 * 3e-3 * 10, "param");
+    expect_close(as_double(dev[i].m), host[i].m, 1e-6, "m");
+    expect_close(as_double(dev[i].v), host[i].v, 1e-6, "v");
+  }
+}
+
+TEST(AdamW, SharedArenasTakeOneDispatch) {
+  Tensor p = upload(random_host({256})), g = upload(random_host({256})), m = ops::mul(p, 0.0f), v = ops::mul(p, 0.0f);
+  std::vector<ops::AdamWParam> ps;
+  for (int k = 0; k < 8; ++k) {
+    const int64_t a = k * 32;
+    ps.push_back({p.slice(0, a, a + 32), g.slice(0, a, a + 32), m.slice(0, a, a + 32), v.slice(0, a, a + 32), -1});
+  }
+  test::device().synchronize();
+  const auto before = test::device().stats().dispatches;
+  ops::adamw_step(ps, {}, 1);
+  EXPECT_EQ(test::device().stats().dispatches, before + 1);
+}
+
+TEST(AdamW, RejectsBadArguments) {
+  Tensor p = upload(random_host({4})), g = upload(random_host({4})), m = upload(random_host({4}));
+  EXPECT_THROW(ops::adamw_step({{p, g, m, upload(random_host({5})), -1}}, {}, 1), ArgumentError);
+  EXPECT_THROW(ops::adamw_step({{p, g, m, m, -1}}, {}, 1), ArgumentError);  // m and v share a buffer
+  EXPECT_THROW(ops::adamw_step({{p, g, m, upload(random_host({4})), -1}}, {}, 0), ArgumentError);
+  ops::AdamWOptions bad;
+  bad.beta1 = 1.0;
+  EXPECT_THROW(ops::adamw_step({{p, g, m, upload(random_host({4})), -1}}, bad, 1), ArgumentError);
+}
+
+}  // namespace
+}  // namespace wgtrain

@@ -1,0 +1,37 @@
+// fused_ce, step 3: loss = sum of the row losses / n_valid (NaN when no row counts, as PyTorch's mean of nothing).
+// One workgroup, a fixed summation order: the same inputs always give the same loss.
+
+const WG: u32 = 256u;
+
+struct Params {
+  rows: u32,
+  loss_off: u32,
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> row_loss: array<f32>;
+@group(0) @binding(2) var<storage, read> stats: array<f32>;
+@group(0) @binding(3) var<storage, read_write> loss: array<f32>;
+
+var<workgroup> partial: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_id) lid: vec3u) {
+  var acc = 0.0;
+  for (var r = lid.x; r < p.rows; r = r + WG) {
+    acc = acc + row_loss[r];
+  }
+  partial[lid.x] = acc;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s = s / 2u) {
+    if (lid.x < s) {
+      partial[lid.x] = partial[lid.x] + partial[lid.x + s];
+    }
+    workgroupBarrier();
+  }
+  if (lid.x == 0u) {
+    loss[p.loss_off] = partial[0] / stats[0];
+  }
+}

@@ -1,0 +1,120 @@
+// fused_ce: mean cross-entropy over rows whose label is >= 0, and its gradient, in three dispatches
+// (count.wgsl, rows.wgsl, finish.wgsl) that never write the probabilities.
+#include "wgtrain/fused_ce.h"
+
+#include <limits>
+
+#include "ops/common.h"
+#include "wgtrain/device.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain::ops {
+
+using namespace detail;
+
+namespace {
+
+struct alignas(16) CountParams {
+  uint32_t rows, labels_off, host_count;
+  float host_n_valid;
+};
+struct alignas(16) RowParams {
+  uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, pad0, pad1;
+};
+struct alignas(16) FinishParams {
+  uint32_t rows, loss_off, pad0, pad1;
+};
+
+}  // namespace
+
+CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<int64_t> n_valid, bool in_place) {
+  check_dtype("fused_ce", logits, "logits", {DType::F32});
+  check_dtype("fused_ce", labels, "labels", {DType::I32});
+  check_rank("fused_ce", logits, "logits", 2);
+  check_rank("fused_ce", labels, "labels", 1);
+  check_same_device("fused_ce", logits, labels);
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  if (labels.size(0) != rows)
+    throw ArgumentError("fused_ce: " + std::to_string(labels.size(0)) + " labels for " + std::to_string(rows) +
+                        " rows of logits");
+  if (vocab == 0) throw ArgumentError("fused_ce: logits have no classes");
+  if (n_valid && *n_valid <= 0)
+    throw ArgumentError("fused_ce: n_valid must be positive, got " + std::to_string(*n_valid));
+  // Labels the host wrote are checked here; others by the kernel (a label >= V is reported at the next read-back).
+  if (const auto& range = labels.storage()->int_range; range && range->second >= vocab && labels.is_contiguous() &&
+                                                        labels.offset() == 0 &&
+                                                        static_cast<uint64_t>(rows) * 4 == labels.storage()->bytes)
+    throw ArgumentError("fused_ce: label " + std::to_string(range->second) + " is out of range for " +
+                        std::to_string(vocab) + " classes (labels must be < " + std::to_string(vocab) +
+                        ", or negative to ignore the row)");
+  if (in_place && !logits.is_contiguous())
+    throw ArgumentError("fused_ce: in-place gradients need contiguous logits");
+
+  const Tensor x = in_place ? logits : contiguous(logits);
+  const Tensor y = contiguous(labels);
+  DeviceImpl& dev = x.device_impl();
+  CrossEntropy out;
+  out.loss = new_tensor(dev, {}, DType::F32);
+  out.dlogits = in_place ? x : new_tensor(dev, {rows, vocab}, DType::F32);
+  if (rows == 0) {
+    out.loss = ops::fill(out.loss, std::numeric_limits<double>::quiet_NaN());  // the mean of nothing
+    return out;
+  }
+  const Tensor stats = new_tensor(dev, {4}, DType::F32);
+  const Tensor row_loss = new_tensor(dev, {rows}, DType::F32);
+
+  CountParams cp{u32(rows, "rows"), u32(y.offset(), "offset"), n_valid ? 1u : 0u,
+                 n_valid ? static_cast<float>(*n_valid) : 0.0f};
+  dev.dispatch({"fused_ce (count)", &dev.pipeline("fused_ce/count", {}), &cp, sizeof cp,
+                {{y.storage()->buffer}, {stats.storage()->buffer}}, 1, 1, 1});
+
+  RowParams rp{u32(rows, "rows"), u32(vocab, "vocab"), u32(x.offset(), "offset"), u32(y.offset(), "offset"),
+               u32(out.dlogits.offset(), "offset"), dev.index_check_bit("fused_ce"), 0, 0};
+  u32(rows * vocab, "logits elements");
+  const wgtrain::detail::KernelDefs defs =
+      in_place ? wgtrain::detail::KernelDefs{{"LOGITS_ACCESS", "read_write"},
+                            {"DLOGITS_DECL", "fn store_d(i: u32, v: f32) { logits[i] = v; }"}}
+               : wgtrain::detail::KernelDefs{{"LOGITS_ACCESS", "read"},
+                            {"DLOGITS_DECL",
+                             "@group(0) @binding(6) var<storage, read_write> dlogits: array<f32>;\n"
+                             "fn store_d(i: u32, v: f32) { dlogits[i] = v; }"}};
+  const auto& rows_pipe = dev.pipeline("fused_ce/rows", defs);
+  const auto [gx, gy] = dev.grid(static_cast<uint64_t>(rows));
+  std::vector<wgtrain::detail::Binding> bindings = {{x.storage()->buffer},       {y.storage()->buffer},
+                                   {stats.storage()->buffer},   {row_loss.storage()->buffer},
+                                   {dev.index_error_buffer()}};
+  if (!in_place) bindings.push_back({out.dlogits.storage()->buffer});
+  dev.dispatch({"fused_ce", &rows_pipe, &rp, sizeof rp, bindings, gx, gy, 1});
+
+  FinishParams fp{u32(rows, "rows"), u32(out.loss.offset(), "offset"), 0, 0};
+  dev.dispatch({"fused_ce (loss)", &dev.pipeline("fused_ce/finish", {}), &fp, sizeof fp,
+                {{row_loss.storage()->buffer}, {stats.storage()->buffer}, {out.loss.storage()->buffer}}, 1, 1, 1});
+  return out;
+}
+
+namespace detail {
+
+void register_fused_ce_ops(Registry& r) {
+  OpSchema s;
+  s.name = "fused_ce";
+  s.family = "fused_ce";
+  s.summary = "mean cross-entropy of logits[R, V] against labels[R] (label < 0 ignored), and dlogits";
+  s.inputs = {"logits", "labels"};
+  s.args = {{"n_valid", "int", "", "rows to average over (default: the count of labels >= 0)"}};
+  s.outputs = {"loss", "dlogits"};
+  s.dtypes = {DType::F32};
+  s.min_rank = 1;
+  s.max_rank = 2;
+  s.training_only = true;
+  s.constraints = {"labels int32 [R], each < V", "dlogits = (softmax - onehot) / n_valid, 0 on ignored rows"};
+  s.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    std::optional<int64_t> n;
+    if (args.has("n_valid")) n = args.get_int("n_valid", 0);
+    CrossEntropy ce = fused_ce(input(in, "logits"), input(in, "labels"), n, false);
+    return OpTensors{{"loss", ce.loss}, {"dlogits", ce.dlogits}};
+  };
+  r.add(std::move(s));
+}
+
+}  // namespace detail
+}  // namespace wgtrain::ops

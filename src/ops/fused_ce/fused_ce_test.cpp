@@ -1,0 +1,106 @@
+// fused_ce against the float64 reference: awkward sizes, ignored rows, logits of magnitude 1e4, in place.
+// Tolerances: loss |l - ref| <= 1e-5 |ref| + 1e-6 (1 + max |x|) (logsumexp is as exact as the largest logit);
+// dlogits |d - ref| <= 1e-5 |ref| + 1e-6 / n_valid.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/fused_ce/fused_ce_ref.h"
+#include "support/test_support.h"
+#include "wgtrain/error.h"
+#include "wgtrain/fused_ce.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain {
+namespace {
+
+using test::all_close;
+using test::random_host;
+using test::upload;
+
+struct Case {
+  int64_t rows, vocab;
+  double magnitude;
+  double ignored;  // fraction of rows with label -100
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.rows << "x" << c.vocab << " |x| < " << c.magnitude << " ignored " << c.ignored;
+}
+
+std::vector<int> random_labels(int64_t rows, int64_t vocab, double ignored) {
+  std::vector<int> labels(rows);
+  std::uniform_int_distribution<int> cls(0, static_cast<int>(vocab) - 1);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (auto& l : labels) l = u(test::rng()) < ignored ? -100 : cls(test::rng());
+  return labels;
+}
+
+void check(const ops::CrossEntropy& got, const ref::HostTensor& x, const ref::CrossEntropyRef& want) {
+  double xmax = 0;
+  for (double v : x.data) xmax = std::max(xmax, std::fabs(v));
+  const float loss = got.loss.to_host_f32()[0];
+  if (std::isnan(want.loss)) {
+    EXPECT_TRUE(std::isnan(loss)) << loss;
+  } else {
+    EXPECT_NEAR(loss, want.loss, 1e-5 * std::fabs(want.loss) + 1e-6 * (1 + xmax)) << "WGTRAIN_TEST_SEED="
+                                                                                  << test::seed();
+  }
+  double dmax = 0;  // 1 / n_valid at most: the absolute tolerance follows it
+  for (double v : want.dlogits.data) dmax = std::max(dmax, std::fabs(v));
+  EXPECT_TRUE(all_close(got.dlogits, want.dlogits, 1e-6 * std::max(dmax, 1e-30), 1e-5)) << "dlogits";
+}
+
+class FusedCe : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FusedCe, MatchesReference) {
+  const Case c = GetParam();
+  const auto x = random_host({c.rows, c.vocab}, -c.magnitude, c.magnitude);
+  const auto labels = random_labels(c.rows, c.vocab, c.ignored);
+  const Tensor lt = Tensor::from_host(test::device(), {c.rows}, labels);
+  check(ops::fused_ce(upload(x), lt), x, ref::cross_entropy(x, labels));
+}
+
+INSTANTIATE_TEST_SUITE_P(Awkward, FusedCe,
+                         ::testing::Values(Case{1, 1, 1, 0}, Case{3, 7, 3, 0}, Case{5, 1000, 5, 0.2},
+                                           Case{17, 257, 4, 0.5}, Case{2, 50021, 8, 0}, Case{31, 13, 1e4, 0.1},
+                                           Case{6, 33, 2, 1.0}, Case{300, 5, 2, 0.3}));
+
+TEST(FusedCe, InPlaceOverTheLogits) {
+  const auto x = random_host({9, 301}, -6, 6);
+  const auto labels = random_labels(9, 301, 0.2);
+  const Tensor lt = Tensor::from_host(test::device(), {9}, labels);
+  Tensor logits = upload(x);
+  const ops::CrossEntropy ce = ops::fused_ce(logits, lt, std::nullopt, true);
+  EXPECT_EQ(ce.dlogits.storage(), logits.storage());
+  check(ce, x, ref::cross_entropy(x, labels));
+  // The same numbers as the out-of-place form.
+  const ops::CrossEntropy oop = ops::fused_ce(upload(x), lt);
+  EXPECT_EQ(ce.dlogits.to_host_f32(), oop.dlogits.to_host_f32());
+  EXPECT_EQ(ce.loss.to_host_f32(), oop.loss.to_host_f32());
+}
+
+TEST(FusedCe, ExplicitDivisor) {
+  const auto x = random_host({8, 40});
+  const auto labels = random_labels(8, 40, 0.25);
+  const Tensor lt = Tensor::from_host(test::device(), {8}, labels);
+  check(ops::fused_ce(upload(x), lt, 32), x, ref::cross_entropy(x, labels, 32));
+}
+
+TEST(FusedCe, BadLabels) {
+  const Tensor x = upload(random_host({3, 10}));
+  try {
+    ops::fused_ce(x, Tensor::from_host(test::device(), {3}, std::vector<int32_t>{1, 10, 2}));
+    FAIL() << "no error";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 10"), std::string::npos) << e.what();
+  }
+  // Labels computed on the GPU: the kernel refuses the row and the read-back raises.
+  const Tensor computed = ops::add(Tensor::from_host(test::device(), {3}, std::vector<int32_t>{1, 2, 3}), 8.0f);
+  EXPECT_THROW(ops::fused_ce(x, computed).loss.to_host_f32(), ArgumentError);
+  EXPECT_THROW(ops::fused_ce(x, Tensor::from_host(test::device(), {2}, std::vector<int32_t>{1, 2})), ArgumentError);
+  EXPECT_THROW(ops::fused_ce(x, upload(random_host({3}))), ArgumentError);
+}
+
+}  // namespace
+}  // namespace wgtrain

@@ -1,0 +1,99 @@
+// fused_ce, step 2: one workgroup per row of logits [R, V].
+// Pass 1 keeps a running (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
+//   dlogits = (exp(x - max) / sum - onehot(label)) / n_valid
+// (0 for an ignored row, label < 0), and the row's loss log(sum) + max - x[label]. Probabilities are never stored.
+// Every exponent is <= 0, so logits of any magnitude are safe. Variant: IN_PLACE, dlogits over the logits buffer
+// (each element is read, then written, by the same thread).
+
+const WG: u32 = 256u;
+const LOWEST: f32 = -0x1.fffffep+127f;
+
+struct Params {
+  rows: u32,
+  vocab: u32,
+  logits_off: u32,
+  labels_off: u32,
+  out_off: u32,
+  index_bit: u32,   // bit to set in index_error for a label >= vocab
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, {{LOGITS_ACCESS}}> logits: array<f32>;
+@group(0) @binding(2) var<storage, read> labels: array<i32>;
+@group(0) @binding(3) var<storage, read> stats: array<f32>;
+@group(0) @binding(4) var<storage, read_write> row_loss: array<f32>;
+@group(0) @binding(5) var<storage, read_write> index_error: array<atomic<u32>>;
+{{DLOGITS_DECL}}
+
+var<workgroup> wm: array<f32, WG>;
+var<workgroup> ws: array<f32, WG>;
+
+fn merge(m1: f32, s1: f32, m2: f32, s2: f32) -> vec2f {
+  let m = max(m1, m2);
+  return vec2f(m, s1 * exp(m1 - m) + s2 * exp(m2 - m));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
+        @builtin(num_workgroups) nwg: vec3u) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.rows) {
+    return;
+  }
+  let t = lid.x;
+  let base = p.logits_off + row * p.vocab;
+  let out_base = p.out_off + row * p.vocab;
+  let label = labels[p.labels_off + row];
+  let bad_label = label >= i32(p.vocab);
+  if (bad_label && t == 0u) {
+    atomicOr(&index_error[0], p.index_bit);
+  }
+  if (label < 0 || bad_label) {
+    // Ignored (or refused) row: no loss, zero gradient.
+    for (var j = t; j < p.vocab; j = j + WG) {
+      store_d(out_base + j, 0.0);
+    }
+    if (t == 0u) {
+      row_loss[row] = 0.0;
+    }
+    return;
+  }
+
+  var m = LOWEST;
+  var s = 0.0;
+  for (var j = t; j < p.vocab; j = j + WG) {
+    let r = merge(m, s, logits[base + j], 1.0);
+    m = r.x;
+    s = r.y;
+  }
+  wm[t] = m;
+  ws[t] = s;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+    if (t < stride) {
+      let r = merge(wm[t], ws[t], wm[t + stride], ws[t + stride]);
+      wm[t] = r.x;
+      ws[t] = r.y;
+    }
+    workgroupBarrier();
+  }
+  let row_max = wm[0];
+  let row_sum = ws[0];
+  let inv_n = 1.0 / stats[0];
+  let scale = inv_n / row_sum;
+  let x_label = logits[base + u32(label)];
+  workgroupBarrier();  // everyone has read x_label before it is overwritten in place
+  for (var j = t; j < p.vocab; j = j + WG) {
+    let x = logits[base + j];
+    var d = exp(x - row_max) * scale;
+    if (j == u32(label)) {
+      d = d - inv_n;
+    }
+    store_d(out_base + j, d);
+  }
+  if (t == 0u) {
+    row_loss[row] = log(row_sum) + row_max - x_label;
+  }
+}
