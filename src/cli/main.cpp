@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/bench.h"
 #include "gpu/dawn.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
@@ -141,6 +142,13 @@ int main(int argc, char** argv) {
   runop->add_option("--arg", op_args, "an argument key=value (repeatable)");
   runop->add_option("--backend", backend, "auto, vulkan, opengl or opengles");
 
+  cli::BenchOptions bench_opt;
+  auto* bench = app.add_subcommand("bench", "time each kernel at training sizes: GFLOP/s, GB/s");
+  bench->add_option("--backend", bench_opt.backend, "auto, vulkan, opengl or opengles");
+  bench->add_option("--only", bench_opt.only, "run only benchmarks whose name contains this");
+  bench->add_option("--json", bench_opt.json_path, "also write the results as JSON lines to this file");
+  bench->add_flag("--quick", bench_opt.quick, "small sizes, to check the command anywhere");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -150,6 +158,7 @@ int main(int argc, char** argv) {
     if (*devices) return cmd_devices(backend);
     if (*ops) return cmd_ops(verbose);
     if (*runop) return cmd_run_op(op_name, in_path, out_path, op_args, backend);
+    if (*bench) return cli::run_bench(bench_opt);
   } catch (const wgtrain::Error& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');  // one line, whatever the source

@@ -1,0 +1,178 @@
+#include "cli/bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "wgtrain/adamw.h"
+#include "wgtrain/device.h"
+#include "wgtrain/error.h"
+#include "wgtrain/fused_ce.h"
+#include "wgtrain/ops.h"
+#include "wgtrain/q4gsw.h"
+
+namespace wgtrain::cli {
+
+namespace {
+
+struct Result {
+  std::string name, shape;
+  double flops = 0, bytes = 0, seconds = 0;
+  int reps = 0;
+  bool timestamps = false;
+};
+
+// Uniform in [lo, hi) from a counter hash (splitmix64): fast enough for the 4 GB of a 8192 x 128256 logits tensor.
+Tensor random_tensor(Device& dev, const Shape& shape, float lo, float hi, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint64_t z = (seed << 40) + i + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    v[i] = lo + (hi - lo) * static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+  }
+  return Tensor::from_host(dev, shape, v);
+}
+
+// Runs `body` a few times to warm up, then enough times for ~0.2 s (at least 3), timed on the GPU.
+Result measure(Device& dev, const std::string& name, const std::string& shape, double flops, double bytes,
+               const std::function<void()>& body) {
+  body();
+  dev.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  body();
+  dev.synchronize();
+  const double once = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int reps = std::max(3, std::min(200, static_cast<int>(0.2 / std::max(once, 1e-6))));
+  const auto t = dev.time([&] {
+    for (int r = 0; r < reps; ++r) body();
+  });
+  Result res{name, shape, flops, bytes, t.seconds / reps, reps, t.from_timestamps};
+  std::printf("%-26s %-26s %10.3f ms", name.c_str(), shape.c_str(), res.seconds * 1e3);
+  if (flops > 0) std::printf("  %9.1f GFLOP/s", flops / res.seconds * 1e-9);
+  if (bytes > 0) std::printf("  %8.1f GB/s", bytes / res.seconds * 1e-9);
+  std::printf("\n");
+  std::fflush(stdout);
+  return res;
+}
+
+Q4Weight random_q4(Device& dev, int64_t n, int64_t k, int64_t group, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> sc(0.001f, 0.02f);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n * q4gsw::bytes_per_row(k)));
+  for (auto& b : bytes) b = static_cast<uint8_t>(byte(g));
+  std::vector<float> scales(static_cast<size_t>(q4gsw::groups(k, group) * n));
+  for (auto& s : scales) s = sc(g);
+  return q4gsw::upload(dev, bytes, scales, n, k, group);
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& opt) {
+  DeviceOptions dopt;
+  dopt.backend = parse_backend(opt.backend);
+  Device dev = Device::open(dopt);
+  std::printf("device: %s (%s%s), timestamps: %s\n", dev.info().name.c_str(), dev.info().backend_label.c_str(),
+              dev.info().compatibility_mode ? ", compatibility" : "", dev.features().timestamp_query ? "yes" : "no");
+  const bool q = opt.quick;
+  std::vector<Result> results;
+  auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
+  auto dims = [](std::initializer_list<int64_t> d) {
+    std::string s;
+    for (auto x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+    return s;
+  };
+
+  // Ceilings: a dense copy (bandwidth) and the fp32 GEMM (rate) through this same runtime.
+  if (want("copy")) {
+    const int64_t n = q ? (1 << 20) : (int64_t{1} << 26);  // 256 MiB
+    const Tensor x = random_tensor(dev, {n}, -1, 1, 1);
+    const Tensor xt = x.reshape({n / 1024, 1024}).transpose(0, 1);  // a strided view: the copy kernel runs
+    results.push_back(measure(dev, "copy (dim-order)", dims({1024, n / 1024}), 0, 2.0 * n * 4,
+                              [&] { ops::contiguous(xt); }));
+    results.push_back(measure(dev, "copy (dense, add 0)", dims({n}), 0, 2.0 * n * 4, [&] { ops::add(x, 0.0f); }));
+  }
+  if (want("mm")) {
+    const int64_t s = q ? 256 : 4096;
+    const Tensor a = random_tensor(dev, {s, s}, -1, 1, 2), b = random_tensor(dev, {s, s}, -1, 1, 3);
+    results.push_back(measure(dev, "mm fp32", dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
+                              [&] { ops::mm(a, b); }));
+  }
+  // The training kernels at fine-tuning sizes.
+  const int64_t M = q ? 256 : 4096, N = q ? 256 : 4096, K = q ? 256 : 4096, G = 32;
+  if (want("linear_q4gsw") || want("linear_dW")) {
+    const Q4Weight w = random_q4(dev, N, K, G, 4);
+    const Tensor x = random_tensor(dev, {M, K}, -1, 1, 5), dy = random_tensor(dev, {M, N}, -1, 1, 6);
+    const double wbytes = N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
+    if (want("linear_q4gsw"))
+      results.push_back(measure(dev, "linear_q4gsw", dims({M, N, K}) + " g" + std::to_string(G), 2.0 * M * N * K,
+                                M * K * 4.0 + wbytes + M * N * 4.0, [&] { ops::linear_q4gsw(x, w); }));
+    if (want("linear_q4gsw_backward"))
+      results.push_back(measure(dev, "linear_q4gsw_backward", dims({M, N, K}) + " g" + std::to_string(G),
+                                2.0 * M * N * K, M * N * 4.0 + wbytes + M * K * 4.0,
+                                [&] { ops::linear_q4gsw_backward(dy, w); }));
+    if (want("linear_dW")) {
+      Tensor grad = random_tensor(dev, {N, K}, -1, 1, 7);
+      results.push_back(measure(dev, "linear_dW (accumulate)", dims({M, N, K}), 2.0 * M * N * K,
+                                (M * N + M * K + 2.0 * N * K) * 4.0, [&] { ops::linear_dW(dy, x, &grad); }));
+    }
+  }
+  if (want("q4gsw_requant")) {
+    Q4Weight w = random_q4(dev, N, K, G, 8);
+    const Tensor latent = random_tensor(dev, {N, K}, -0.1f, 0.1f, 9);
+    const double bytes = N * K * 4.0 + N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
+    results.push_back(measure(dev, "q4gsw_requant", dims({N, K}) + " g" + std::to_string(G), 0, bytes,
+                              [&] { ops::q4gsw_requant(latent, w, false); }));
+    results.push_back(measure(dev, "q4gsw_requant (+scales)", dims({N, K}) + " g" + std::to_string(G), 0,
+                              bytes + N * K * 4.0, [&] { ops::q4gsw_requant(latent, w, true); }));
+  }
+  if (want("fused_ce")) {
+    for (int64_t V : {int64_t{32000}, int64_t{128256}}) {
+      const int64_t R = q ? 64 : 8192, v = q ? V / 16 : V;
+      const Tensor logits = random_tensor(dev, {R, v}, -4, 4, 10);
+      std::vector<int32_t> lab(R);
+      std::mt19937_64 g(11);
+      for (auto& l : lab) l = static_cast<int32_t>(g() % static_cast<uint64_t>(v));
+      const Tensor labels = Tensor::from_host(dev, {R}, lab);
+      // The least any implementation must move: read the logits once, write dlogits once.
+      results.push_back(measure(dev, "fused_ce", dims({R, v}), 0, 2.0 * R * v * 4,
+                                [&] { ops::fused_ce(logits, labels); }));
+    }
+  }
+  if (want("adamw")) {
+    // 100M parameters as 100 tensors of 1M in shared arenas (one dispatch), as a flattened model would hold them.
+    const int64_t per = q ? 4096 : (1 << 20), count = 100, n = per * count;
+    Tensor p = random_tensor(dev, {n}, -1, 1, 12), gr = random_tensor(dev, {n}, -1, 1, 13);
+    Tensor m = ops::mul(p, 0.0f), v = ops::mul(p, 0.0f);
+    std::vector<ops::AdamWParam> params;
+    for (int64_t i = 0; i < count; ++i)
+      params.push_back({p.slice(0, i * per, (i + 1) * per), gr.slice(0, i * per, (i + 1) * per),
+                        m.slice(0, i * per, (i + 1) * per), v.slice(0, i * per, (i + 1) * per), -1});
+    int64_t step = 0;
+    results.push_back(measure(dev, "adamw_step", std::to_string(count) + "x" + std::to_string(per), 0, 28.0 * n,
+                              [&] { ops::adamw_step(params, {}, ++step); }));
+  }
+
+  if (!opt.json_path.empty()) {
+    std::ofstream f(opt.json_path);
+    for (const auto& r : results) {
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "{\"name\": \"%s\", \"shape\": \"%s\", \"flops\": %.6g, \"bytes\": %.6g, \"seconds\": %.6g, "
+                    "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"}\n",
+                    r.name.c_str(), r.shape.c_str(), r.flops, r.bytes, r.seconds, r.reps,
+                    r.timestamps ? "true" : "false", dev.info().name.c_str(), dev.info().backend_label.c_str());
+      f << line;
+    }
+    if (!f) throw Error("cannot write " + opt.json_path);
+  }
+  return 0;
+}
+
+}  // namespace wgtrain::cli

@@ -1,0 +1,17 @@
+// wgtrain bench: each kernel at training sizes; the bytes and FLOPs it must move or do, and the measured time.
+#pragma once
+
+#include <string>
+
+namespace wgtrain::cli {
+
+struct BenchOptions {
+  std::string backend = "auto";
+  std::string only;        // run only benchmarks whose name contains this
+  std::string json_path;   // also write the results as JSON lines here
+  bool quick = false;      // small sizes: checks the command on any machine (timings then mean little)
+};
+
+int run_bench(const BenchOptions& options);
+
+}  // namespace wgtrain::cli
