@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -81,7 +82,36 @@ int run_bench(const BenchOptions& opt) {
   std::printf("device: %s (%s%s), timestamps: %s\n", dev.info().name.c_str(), dev.info().backend_label.c_str(),
               dev.info().compatibility_mode ? ", compatibility" : "", dev.features().timestamp_query ? "yes" : "no");
   const bool q = opt.quick;
-  std::vector<Result> results;
+  std::unique_ptr<std::ofstream> json;
+  if (!opt.json_path.empty()) {
+    json = std::make_unique<std::ofstream>(opt.json_path);
+    if (!*json) throw Error("cannot write " + opt.json_path);
+  }
+  // Each result is written as it comes, so a benchmark that fails (out of memory, say) keeps the others'.
+  struct Sink {
+    std::ofstream* json;
+    const Device& dev;
+    void push_back(const Result& r) {
+      if (!json) return;
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "{\"name\": \"%s\", \"shape\": \"%s\", \"flops\": %.6g, \"bytes\": %.6g, \"seconds\": %.6g, "
+                    "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"}\n",
+                    r.name.c_str(), r.shape.c_str(), r.flops, r.bytes, r.seconds, r.reps,
+                    r.timestamps ? "true" : "false", dev.info().name.c_str(), dev.info().backend_label.c_str());
+      *json << line << std::flush;
+    }
+  } results{json.get(), dev};
+  int failures = 0;
+  auto guarded = [&](const char* what, const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      ++failures;
+      std::printf("%-26s failed: %s\n", what, e.what());
+      dev.synchronize();
+    }
+  };
   auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
   auto dims = [](std::initializer_list<int64_t> d) {
     std::string s;
@@ -90,23 +120,23 @@ int run_bench(const BenchOptions& opt) {
   };
 
   // Ceilings: a dense copy (bandwidth) and the fp32 GEMM (rate) through this same runtime.
-  if (want("copy")) {
+  if (want("copy")) guarded("copy", [&] {
     const int64_t n = q ? (1 << 20) : (int64_t{1} << 26);  // 256 MiB
     const Tensor x = random_tensor(dev, {n}, -1, 1, 1);
     const Tensor xt = x.reshape({n / 1024, 1024}).transpose(0, 1);  // a strided view: the copy kernel runs
     results.push_back(measure(dev, "copy (dim-order)", dims({1024, n / 1024}), 0, 2.0 * n * 4,
                               [&] { ops::contiguous(xt); }));
     results.push_back(measure(dev, "copy (dense, add 0)", dims({n}), 0, 2.0 * n * 4, [&] { ops::add(x, 0.0f); }));
-  }
-  if (want("mm")) {
+  });
+  if (want("mm")) guarded("mm", [&] {
     const int64_t s = q ? 256 : 4096;
     const Tensor a = random_tensor(dev, {s, s}, -1, 1, 2), b = random_tensor(dev, {s, s}, -1, 1, 3);
     results.push_back(measure(dev, "mm fp32", dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
                               [&] { ops::mm(a, b); }));
-  }
+  });
   // The training kernels at fine-tuning sizes.
   const int64_t M = q ? 256 : 4096, N = q ? 256 : 4096, K = q ? 256 : 4096, G = 32;
-  if (want("linear_q4gsw") || want("linear_dW")) {
+  if (want("linear_q4gsw") || want("linear_dW")) guarded("linear", [&] {
     const Q4Weight w = random_q4(dev, N, K, G, 4);
     const Tensor x = random_tensor(dev, {M, K}, -1, 1, 5), dy = random_tensor(dev, {M, N}, -1, 1, 6);
     const double wbytes = N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
@@ -122,8 +152,8 @@ int run_bench(const BenchOptions& opt) {
       results.push_back(measure(dev, "linear_dW (accumulate)", dims({M, N, K}), 2.0 * M * N * K,
                                 (M * N + M * K + 2.0 * N * K) * 4.0, [&] { ops::linear_dW(dy, x, &grad); }));
     }
-  }
-  if (want("q4gsw_requant")) {
+  });
+  if (want("q4gsw_requant")) guarded("requant", [&] {
     Q4Weight w = random_q4(dev, N, K, G, 8);
     const Tensor latent = random_tensor(dev, {N, K}, -0.1f, 0.1f, 9);
     const double bytes = N * K * 4.0 + N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
@@ -131,8 +161,8 @@ int run_bench(const BenchOptions& opt) {
                               [&] { ops::q4gsw_requant(latent, w, false); }));
     results.push_back(measure(dev, "q4gsw_requant (+scales)", dims({N, K}) + " g" + std::to_string(G), 0,
                               bytes + N * K * 4.0, [&] { ops::q4gsw_requant(latent, w, true); }));
-  }
-  if (want("fused_ce")) {
+  });
+  if (want("fused_ce")) guarded("fused_ce", [&] {
     for (int64_t V : {int64_t{32000}, int64_t{128256}}) {
       const int64_t R = q ? 64 : 8192, v = q ? V / 16 : V;
       const Tensor logits = random_tensor(dev, {R, v}, -4, 4, 10);
@@ -144,8 +174,8 @@ int run_bench(const BenchOptions& opt) {
       results.push_back(measure(dev, "fused_ce", dims({R, v}), 0, 2.0 * R * v * 4,
                                 [&] { ops::fused_ce(logits, labels); }));
     }
-  }
-  if (want("adamw")) {
+  });
+  if (want("adamw")) guarded("adamw", [&] {
     // 100M parameters as 100 tensors of 1M in shared arenas (one dispatch), as a flattened model would hold them.
     const int64_t per = q ? 4096 : (1 << 20), count = 100, n = per * count;
     Tensor p = random_tensor(dev, {n}, -1, 1, 12), gr = random_tensor(dev, {n}, -1, 1, 13);
@@ -157,22 +187,9 @@ int run_bench(const BenchOptions& opt) {
     int64_t step = 0;
     results.push_back(measure(dev, "adamw_step", std::to_string(count) + "x" + std::to_string(per), 0, 28.0 * n,
                               [&] { ops::adamw_step(params, {}, ++step); }));
-  }
+  });
 
-  if (!opt.json_path.empty()) {
-    std::ofstream f(opt.json_path);
-    for (const auto& r : results) {
-      char line[512];
-      std::snprintf(line, sizeof line,
-                    "{\"name\": \"%s\", \"shape\": \"%s\", \"flops\": %.6g, \"bytes\": %.6g, \"seconds\": %.6g, "
-                    "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"}\n",
-                    r.name.c_str(), r.shape.c_str(), r.flops, r.bytes, r.seconds, r.reps,
-                    r.timestamps ? "true" : "false", dev.info().name.c_str(), dev.info().backend_label.c_str());
-      f << line;
-    }
-    if (!f) throw Error("cannot write " + opt.json_path);
-  }
-  return 0;
+  return failures ? 1 : 0;
 }
 
 }  // namespace wgtrain::cli

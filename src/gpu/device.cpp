@@ -117,9 +117,12 @@ bool vulkan_loader_present() {
 constexpr size_t kUniformChunkBytes = 64 * 1024;
 constexpr size_t kMaxDispatchesPerBatch = 1024;
 
-// Pool size classes: 256 bytes, then 8 classes per power of two, so a pooled buffer wastes at most 1/8.
+// Pool size classes: 256 bytes, then 8 classes per power of two, so a pooled buffer wastes at most 1/8; past
+// 64 MiB, whole MiB (a class of up to 1/8 more could cross a driver's largest single allocation, as a 4 GB logits
+// buffer does on NVIDIA).
 uint64_t size_class(uint64_t bytes) {
   if (bytes <= 256) return 256;
+  if (bytes > (uint64_t{64} << 20)) return (bytes + (1u << 20) - 1) >> 20 << 20;
   uint64_t p = 256;
   while (p < bytes) p <<= 1;
   const uint64_t step = std::max<uint64_t>(p / 16, 256);  // classes between p/2 and p

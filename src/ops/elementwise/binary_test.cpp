@@ -76,7 +76,9 @@ INSTANTIATE_TEST_SUITE_P(Awkward, BinaryCases,
                          ::testing::Values(Case{{1}, {1}}, Case{{257}, {257}}, Case{{3, 5, 7}, {3, 5, 7}},
                                            Case{{4, 1, 3}, {5, 1}}, Case{{1}, {6, 7}}, Case{{6, 7}, {}},
                                            Case{{2, 1, 3, 1, 2, 1, 2, 3}, {3, 4, 1, 5, 2, 1}},
-                                           Case{{70001}, {1}}, Case{{13, 1}, {1, 11}}));
+                                           Case{{70001}, {1}}, Case{{13, 1}, {1, 11}},
+                                           // dense and a multiple of 4: the vec4 form of the kernel
+                                           Case{{4, 64}, {4, 64}}, Case{{8}, {8}}));
 
 TEST(Binary, ScalarForms) {
   const auto a = random_host({5, 37});

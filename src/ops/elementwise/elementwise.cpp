@@ -19,6 +19,7 @@ struct BinaryRow {
   const char* tensor_i32;  // nullptr: not defined for int32
   const char* scalar_f32;  // x0 op s, s in p.fscalar.y
   const char* scalar_i32;
+  bool vectorizable = true;  // the expressions are valid over vec4s too
 };
 
 const std::map<std::string, BinaryRow>& binary_table() {
@@ -30,7 +31,7 @@ const std::map<std::string, BinaryRow>& binary_table() {
       {"maximum", {"max(x0, x1)", "max(x0, x1)", nullptr, nullptr}},
       {"minimum", {"min(x0, x1)", "min(x0, x1)", nullptr, nullptr}},
       // Backward maps: x0 is the incoming gradient, x1 the forward input (silu) or output (sigmoid, tanh).
-      {"silu_backward", {"x0 * (sigmoid(x1) * (1.0 + x1 * (1.0 - sigmoid(x1))))", nullptr, nullptr, nullptr}},
+      {"silu_backward", {"x0 * (sigmoid(x1) * (1.0 + x1 * (1.0 - sigmoid(x1))))", nullptr, nullptr, nullptr, false}},
       {"sigmoid_backward", {"x0 * x1 * (1.0 - x1)", nullptr, nullptr, nullptr}},
       {"tanh_backward", {"x0 * (1.0 - x1 * x1)", nullptr, nullptr, nullptr}},
   };
@@ -40,6 +41,7 @@ const std::map<std::string, BinaryRow>& binary_table() {
 struct UnaryRow {
   const char* f32;
   const char* i32;  // nullptr: float only
+  bool vectorizable = true;
 };
 
 const std::map<std::string, UnaryRow>& unary_table() {
@@ -52,12 +54,12 @@ const std::map<std::string, UnaryRow>& unary_table() {
       {"sqrt", {"sqrt(x0)", nullptr}},
       {"rsqrt", {"inverseSqrt(x0)", nullptr}},
       {"reciprocal", {"1.0 / x0", nullptr}},
-      {"sigmoid", {"sigmoid(x0)", nullptr}},
-      {"silu", {"x0 * sigmoid(x0)", nullptr}},
+      {"sigmoid", {"sigmoid(x0)", nullptr, false}},
+      {"silu", {"x0 * sigmoid(x0)", nullptr, false}},
       {"tanh", {"tanh(x0)", nullptr}},
       {"sin", {"sin(x0)", nullptr}},
       {"cos", {"cos(x0)", nullptr}},
-      {"pow.Scalar", {"pow_scalar(x0, p.fscalar.y)", nullptr}},
+      {"pow.Scalar", {"pow_scalar(x0, p.fscalar.y)", nullptr, false}},
   };
   return t;
 }
@@ -83,7 +85,8 @@ Tensor binary(const std::string& op, const Tensor& a, const Tensor& b, float alp
   if (a.dtype() == DType::I32 && alpha != std::nearbyint(alpha))
     throw ArgumentError(op + ": alpha must be an integer for int32 tensors");
   const Shape shape = broadcast_shapes(a.shape(), b.shape());
-  return run_map(op.c_str(), {expr, a.dtype()}, {a.expand(shape), b.expand(shape)}, shape, {alpha, 0, 0, 0},
+  return run_map(op.c_str(), {expr, a.dtype(), it->second.vectorizable}, {a.expand(shape), b.expand(shape)}, shape,
+                 {alpha, 0, 0, 0},
                  {static_cast<int32_t>(alpha), 0, 0, 0});
 }
 
@@ -95,7 +98,8 @@ Tensor binary_scalar(const std::string& op, const Tensor& a, double s) {
   const char* expr = pick(it->second.scalar_f32, it->second.scalar_i32, a.dtype(), op);
   if (a.dtype() == DType::I32 && s != std::nearbyint(s))
     throw ArgumentError(op + ": the scalar must be an integer for int32 tensors");
-  return run_map((op + ".Scalar").c_str(), {expr, a.dtype()}, {a}, a.shape(), {0, static_cast<float>(s), 0, 0},
+  return run_map((op + ".Scalar").c_str(), {expr, a.dtype(), it->second.vectorizable}, {a}, a.shape(),
+                 {0, static_cast<float>(s), 0, 0},
                  {0, static_cast<int32_t>(s), 0, 0});
 }
 
@@ -104,7 +108,8 @@ Tensor unary(const std::string& op, const Tensor& x, double scalar) {
   if (it == unary_table().end()) throw ArgumentError("unknown unary op '" + op + "'");
   check_defined(op.c_str(), x, "self");
   const char* expr = pick(it->second.f32, it->second.i32, x.dtype(), op);
-  return run_map(op.c_str(), {expr, x.dtype()}, {x}, x.shape(), {0, static_cast<float>(scalar), 0, 0});
+  return run_map(op.c_str(), {expr, x.dtype(), it->second.vectorizable}, {x}, x.shape(),
+                 {0, static_cast<float>(scalar), 0, 0});
 }
 
 std::vector<std::string> binary_op_names() {

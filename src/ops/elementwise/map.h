@@ -15,6 +15,8 @@ const char* wgsl_type(DType t);
 struct MapKernel {
   std::string expr;  // over x0, x1, x2, p.fscalar, p.iscalar
   DType out;
+  // The expression is also valid WGSL with x0, x1, x2 as vec4s: dense, aligned operands then move 16 bytes a load.
+  bool vectorizable = false;
 };
 
 // Runs `expr` over operand views that already have the output shape (expand them first). Scalars reach the

@@ -41,7 +41,7 @@ TEST(Unary, EveryOpMatchesReference) {
     if (op == "pow.Scalar") continue;  // below, per exponent
     SCOPED_TRACE(op);
     const auto [lo, hi] = domain(op);
-    for (const Shape& shape : {Shape{1}, Shape{1031}, Shape{3, 1, 17}}) {
+    for (const Shape& shape : {Shape{1}, Shape{1031}, Shape{3, 1, 17}, Shape{16, 64}}) {  // the last: vec4
       const auto x = random_host(shape, lo, hi);
       const Tol t = tolerance(op);
       EXPECT_TRUE(all_close(ops::unary(op, upload(x)), ref::unary(op.c_str(), x), t.atol, t.rtol)) << shape_str(shape);
@@ -111,6 +111,8 @@ TEST(Int32, ArithmeticIsExact) {
   EXPECT_TRUE(all_equal(ops::add(ta, -7.0f), ref::binary_scalar("add", a, -7)));
   EXPECT_TRUE(all_equal(ops::neg(ta), ref::unary("neg", a)));
   EXPECT_TRUE(all_equal(ops::abs(ta), ref::unary("abs", a)));
+  const auto c = test::random_ints({4, 16}, -1000, 1000), d = test::random_ints({4, 16}, -1000, 1000);  // vec4
+  EXPECT_TRUE(all_equal(ops::sub(test::upload_i32(c), test::upload_i32(d), 2.0f), ref::binary("sub", c, d, 2.0)));
   EXPECT_THROW(ops::div(ta, tb), ArgumentError);
   EXPECT_THROW(ops::exp(ta), ArgumentError);
   EXPECT_THROW(ops::add(ta, 0.5f), ArgumentError);

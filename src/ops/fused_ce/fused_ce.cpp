@@ -68,16 +68,35 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
   dev.dispatch({"fused_ce (count)", &dev.pipeline("fused_ce/count", {}), &cp, sizeof cp,
                 {{y.storage()->buffer}, {stats.storage()->buffer}}, 1, 1, 1});
 
-  RowParams rp{u32(rows, "rows"), u32(vocab, "vocab"), u32(x.offset(), "offset"), u32(y.offset(), "offset"),
-               u32(out.dlogits.offset(), "offset"), dev.index_check_bit("fused_ce"), 0, 0};
+  // vec4 rows where every row starts 16-byte aligned.
+  const bool vec4 = vocab % 4 == 0 && x.offset() % 4 == 0 && out.dlogits.offset() % 4 == 0;
+  const uint32_t unit = vec4 ? 4 : 1;
+  RowParams rp{u32(rows, "rows"), u32(vocab / unit, "vocab"), u32(x.offset() / unit, "offset"),
+               u32(y.offset(), "offset"), u32(out.dlogits.offset() / unit, "offset"), dev.index_check_bit("fused_ce"),
+               0, 0};
   u32(rows * vocab, "logits elements");
-  const wgtrain::detail::KernelDefs defs =
-      in_place ? wgtrain::detail::KernelDefs{{"LOGITS_ACCESS", "read_write"},
-                            {"DLOGITS_DECL", "fn store_d(i: u32, v: f32) { logits[i] = v; }"}}
-               : wgtrain::detail::KernelDefs{{"LOGITS_ACCESS", "read"},
-                            {"DLOGITS_DECL",
-                             "@group(0) @binding(6) var<storage, read_write> dlogits: array<f32>;\n"
-                             "fn store_d(i: u32, v: f32) { dlogits[i] = v; }"}};
+  const char* helpers =
+      vec4 ? "const LANES: u32 = 4u;\n"
+             "fn hmax(v: T) -> f32 { return max(max(v.x, v.y), max(v.z, v.w)); }\n"
+             "fn hsum(v: T) -> f32 { return (v.x + v.y) + (v.z + v.w); }\n"
+             "fn lane(v: T, i: u32) -> f32 { return v[i]; }\n"
+             "fn onehot(j: u32, label: u32) -> T {\n"
+             "  return select(vec4<f32>(0.0), vec4<f32>(1.0),\n"
+             "                vec4<u32>(4u * j) + vec4<u32>(0u, 1u, 2u, 3u) == vec4<u32>(label));\n"
+             "}\n"
+           : "const LANES: u32 = 1u;\n"
+             "fn hmax(v: T) -> f32 { return v; }\n"
+             "fn hsum(v: T) -> f32 { return v; }\n"
+             "fn lane(v: T, i: u32) -> f32 { return v; }\n"
+             "fn onehot(j: u32, label: u32) -> T { return select(0.0, 1.0, j == label); }\n";
+  const std::string dlogits_decl =
+      in_place ? "fn store_d(i: u32, v: T) { logits[i] = v; }"
+               : "@group(0) @binding(6) var<storage, read_write> dlogits: array<T>;\n"
+                 "fn store_d(i: u32, v: T) { dlogits[i] = v; }";
+  const wgtrain::detail::KernelDefs defs = {{"LOGITS_ACCESS", in_place ? "read_write" : "read"},
+                                            {"T", vec4 ? "vec4<f32>" : "f32"},
+                                            {"VEC_HELPERS", helpers},
+                                            {"DLOGITS_DECL", dlogits_decl}};
   const auto& rows_pipe = dev.pipeline("fused_ce/rows", defs);
   const auto [gx, gy] = dev.grid(static_cast<uint64_t>(rows));
   std::vector<wgtrain::detail::Binding> bindings = {{x.storage()->buffer},       {y.storage()->buffer},

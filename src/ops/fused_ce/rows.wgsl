@@ -2,8 +2,9 @@
 // Pass 1 keeps a running (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
 //   dlogits = (exp(x - max) / sum - onehot(label)) / n_valid
 // (0 for an ignored row, label < 0), and the row's loss log(sum) + max - x[label]. Probabilities are never stored.
-// Every exponent is <= 0, so logits of any magnitude are safe. Variant: IN_PLACE, dlogits over the logits buffer
-// (each element is read, then written, by the same thread).
+// Every exponent is <= 0, so logits of any magnitude are safe. Variants: dlogits over the logits buffer (each
+// element is read, then written, by the same thread), and T = vec4<f32> when V and the offsets are multiples of 4
+// (then p.vocab and the offsets count vec4s, and VEC_HELPERS reduce across the 4 lanes).
 
 const WG: u32 = 256u;
 const LOWEST: f32 = -0x1.fffffep+127f;
@@ -20,12 +21,15 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, {{LOGITS_ACCESS}}> logits: array<f32>;
+alias T = {{T}};
+
+@group(0) @binding(1) var<storage, {{LOGITS_ACCESS}}> logits: array<T>;
 @group(0) @binding(2) var<storage, read> labels: array<i32>;
 @group(0) @binding(3) var<storage, read> stats: array<f32>;
 @group(0) @binding(4) var<storage, read_write> row_loss: array<f32>;
 @group(0) @binding(5) var<storage, read_write> index_error: array<atomic<u32>>;
 {{DLOGITS_DECL}}
+{{VEC_HELPERS}}
 
 var<workgroup> wm: array<f32, WG>;
 var<workgroup> ws: array<f32, WG>;
@@ -46,14 +50,14 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let base = p.logits_off + row * p.vocab;
   let out_base = p.out_off + row * p.vocab;
   let label = labels[p.labels_off + row];
-  let bad_label = label >= i32(p.vocab);
+  let bad_label = label >= i32(p.vocab * LANES);
   if (bad_label && t == 0u) {
     atomicOr(&index_error[0], p.index_bit);
   }
   if (label < 0 || bad_label) {
     // Ignored (or refused) row: no loss, zero gradient.
     for (var j = t; j < p.vocab; j = j + WG) {
-      store_d(out_base + j, 0.0);
+      store_d(out_base + j, T());
     }
     if (t == 0u) {
       row_loss[row] = 0.0;
@@ -64,9 +68,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   var m = LOWEST;
   var s = 0.0;
   for (var j = t; j < p.vocab; j = j + WG) {
-    let r = merge(m, s, logits[base + j], 1.0);
-    m = r.x;
-    s = r.y;
+    let x = logits[base + j];
+    let mx = max(m, hmax(x));
+    s = s * exp(m - mx) + hsum(exp(x - mx));
+    m = mx;
   }
   wm[t] = m;
   ws[t] = s;
@@ -83,15 +88,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let row_sum = ws[0];
   let inv_n = 1.0 / stats[0];
   let scale = inv_n / row_sum;
-  let x_label = logits[base + u32(label)];
+  let x_label = lane(logits[base + u32(label) / LANES], u32(label) % LANES);
   workgroupBarrier();  // everyone has read x_label before it is overwritten in place
   for (var j = t; j < p.vocab; j = j + WG) {
     let x = logits[base + j];
-    var d = exp(x - row_max) * scale;
-    if (j == u32(label)) {
-      d = d - inv_n;
-    }
-    store_d(out_base + j, d);
+    store_d(out_base + j, exp(x - row_max) * scale - onehot(j, u32(label)) * inv_n);
   }
   if (t == 0u) {
     row_loss[row] = log(row_sum) + row_max - x_label;

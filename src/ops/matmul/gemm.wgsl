@@ -5,9 +5,12 @@
 //   2: q4gsw weight W[N_w, K_w] read as B[r][j] = W[r][j] (the input gradient dx = dy W).
 // q4gsw codes are u32 words of 8 nibbles, row-major [N_w, ceil(K_w / 8)], nibble j of word w holding k = 8w + j as
 // code + 8; scales are f32 [ceil(K_w / group_size), N_w]; w = (code - 8) * scale. Padding nibbles hold 8 (zero).
-// Tiling: a workgroup of 16x16 threads computes a (16 TM) x (16 TM) tile of C; each thread owns TM x TM outputs
-// spaced 16 apart, so neighbouring threads write neighbouring addresses. A and B tiles are staged in workgroup
-// memory BK = 16 deep in k; q4 tiles are dequantised on the way in, one u32 word (8 weights) per load.
+// Tiling: a workgroup of 16x16 threads computes a (16 TM) x (16 TM) tile of C; each thread owns TM x TM outputs,
+// in blocks of 4 x 4 spaced 64 apart, so that it reads its A and B values from workgroup memory as vec4s and
+// neighbouring threads write neighbouring 16-byte runs of C. A and B tiles are staged in workgroup memory BK = 16
+// deep in k; q4 tiles are dequantised on the way in, one u32 word (8 weights) per load. The per-thread accumulators
+// and the inner product are written out in full by the host (ACC_DECL, INNER, STORE: see gemm_code in
+// matmul.cpp): WGSL has no unrolling, and indexing a private array with a loop counter can leave it in slow memory.
 
 const TM: u32 = {{TM}}u;
 const B_MODE: u32 = {{B_MODE}}u;
@@ -47,8 +50,16 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> c: array<f32>;
 
-var<workgroup> As: array<f32, BK * BM>;  // [BK][BM]
-var<workgroup> Bs: array<f32, BK * BN>;  // [BK][BN]
+var<workgroup> As: array<vec4<f32>, BK * BM / 4u>;  // [BK][BM]
+var<workgroup> Bs: array<vec4<f32>, BK * BN / 4u>;  // [BK][BN]
+
+fn store_a(k: u32, m: u32, v: f32) {
+  As[k * (BM / 4u) + m / 4u][m % 4u] = v;
+}
+
+fn store_b(k: u32, n: u32, v: f32) {
+  Bs[k * (BN / 4u) + n / 4u][n % 4u] = v;
+}
 
 fn dequant(word: u32, j: u32, scale: f32) -> f32 {
   return (f32((word >> (4u * j)) & 15u) - 8.0) * scale;
@@ -65,7 +76,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let a_kfast = (p.flags & 4u) != 0u;
   let b_nfast = (p.flags & 8u) != 0u;
 
-  var acc: array<f32, TM * TM>;
+{{ACC_DECL}}
   for (var k0 = 0u; k0 < p.k; k0 = k0 + BK) {
     // ---- A tile: BM x BK, in the order that makes consecutive threads read consecutive addresses.
     for (var l = 0u; l < A_PER_THREAD; l = l + 1u) {
@@ -82,7 +93,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       if (gm < p.m && gk < p.k) {
         v = a[a_base + gm * p.a_sm + gk * p.a_sk];
       }
-      As[ak * BM + am] = v;
+      store_a(ak, am, v);
     }
     // ---- B tile: BK x BN.
     if (B_MODE == 0u) {
@@ -100,7 +111,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         if (gn < p.n && gk < p.k) {
           v = f32(b[b_base + gk * p.b_sk + gn * p.b_sn]);
         }
-        Bs[bk * BN + bn] = v;
+        store_b(bk, bn, v);
       }
     } else if (B_MODE == 1u) {
       // B[k][n] = W[n][k]: for each of the tile's BN weight rows, BK / 8 words along k.
@@ -116,7 +127,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           scale = scales[(gk / p.group_size) * p.q_rows + gn];
         }
         for (var j = 0u; j < 8u; j = j + 1u) {
-          Bs[(wq * 8u + j) * BN + bn] = dequant(word, j, scale);
+          store_b(wq * 8u + j, bn, dequant(word, j, scale));
         }
       }
     } else {
@@ -133,46 +144,32 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           scale = scales[(gj / p.group_size) * p.q_rows + gr];
         }
         for (var j = 0u; j < 8u; j = j + 1u) {
-          Bs[bk * BN + wq * 8u + j] = dequant(word, j, scale);
+          store_b(bk, wq * 8u + j, dequant(word, j, scale));
         }
       }
     }
     workgroupBarrier();
     for (var kk = 0u; kk < BK; kk = kk + 1u) {
-      var ar: array<f32, TM>;
-      var br: array<f32, TM>;
-      for (var i = 0u; i < TM; i = i + 1u) {
-        ar[i] = As[kk * BM + lid.y + 16u * i];
-        br[i] = Bs[kk * BN + lid.x + 16u * i];
-      }
-      for (var i = 0u; i < TM; i = i + 1u) {
-        for (var j = 0u; j < TM; j = j + 1u) {
-          acc[i * TM + j] = fma(ar[i], br[j], acc[i * TM + j]);
-        }
-      }
+{{INNER}}
     }
     workgroupBarrier();
   }
 
-  for (var i = 0u; i < TM; i = i + 1u) {
-    let gm = m0 + lid.y + 16u * i;
-    if (gm >= p.m) {
-      continue;
-    }
-    for (var j = 0u; j < TM; j = j + 1u) {
-      let gn = n0 + lid.x + 16u * j;
-      if (gn >= p.n) {
-        continue;
-      }
-      var v = acc[i * TM + j];
-      if ((p.flags & 1u) != 0u) {
-        v = v + bias[p.bias_off + gn];
-      }
-      let at = p.c_off + (bat * p.m + gm) * p.n + gn;
-      if ((p.flags & 2u) != 0u) {
-        v = v + c[at];
-      }
-      c[at] = v;
-    }
+{{STORE}}
+}
+
+// One output: bias, accumulation, and the bounds check for tiles that overhang M or N.
+fn store_c(bat: u32, gm: u32, gn: u32, acc: f32) {
+  if (gm >= p.m || gn >= p.n) {
+    return;
   }
+  var v = acc;
+  if ((p.flags & 1u) != 0u) {
+    v = v + bias[p.bias_off + gn];
+  }
+  let at = p.c_off + (bat * p.m + gm) * p.n + gn;
+  if ((p.flags & 2u) != 0u) {
+    v = v + c[at];
+  }
+  c[at] = v;
 }

@@ -1,5 +1,7 @@
 // mm, bmm and linear: one tiled kernel over strided operands (gemm.wgsl).
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "ops/matmul/gemm.h"
 #include "wgtrain/device.h"
@@ -27,6 +29,39 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const Tenso
   gb.b = &b;
   gemm(op, a, gb, b.size(2), bias, c, false);
   return c;
+}
+
+// The unrolled parts of gemm.wgsl for TM x TM outputs per thread, as TM rows of TM / 4 vec4 accumulators.
+// Row i of a thread is (i / 4) * 64 + 4 lid.y + i % 4 in its tile; columns of group g are g * 64 + 4 lid.x + 0..3.
+struct GemmCode {
+  std::string acc_decl, inner, store;
+};
+
+const GemmCode& gemm_code(int tm) {
+  static std::map<int, GemmCode> cache;
+  auto it = cache.find(tm);
+  if (it != cache.end()) return it->second;
+  GemmCode g;
+  const int groups = tm / 4;
+  for (int i = 0; i < tm; ++i)
+    for (int q = 0; q < groups; ++q) g.acc_decl += "  var c" + std::to_string(i) + "_" + std::to_string(q) + " = vec4<f32>();\n";
+  for (int q = 0; q < groups; ++q) {
+    g.inner += "      let a" + std::to_string(q) + " = As[kk * (BM / 4u) + " + std::to_string(q * 16) + "u + lid.y];\n";
+    g.inner += "      let b" + std::to_string(q) + " = Bs[kk * (BN / 4u) + " + std::to_string(q * 16) + "u + lid.x];\n";
+  }
+  for (int i = 0; i < tm; ++i)
+    for (int q = 0; q < groups; ++q) {
+      const std::string c = "c" + std::to_string(i) + "_" + std::to_string(q);
+      g.inner += "      " + c + " = fma(vec4<f32>(a" + std::to_string(i / 4) + "[" + std::to_string(i % 4) + "]), b" +
+                 std::to_string(q) + ", " + c + ");\n";
+    }
+  for (int i = 0; i < tm; ++i)
+    for (int q = 0; q < groups; ++q)
+      for (int j = 0; j < 4; ++j)
+        g.store += "  store_c(bat, m0 + " + std::to_string((i / 4) * 64 + i % 4) + "u + 4u * lid.y, n0 + " +
+                   std::to_string(q * 64 + j) + "u + 4u * lid.x, c" + std::to_string(i) + "_" + std::to_string(q) +
+                   "[" + std::to_string(j) + "]);\n";
+  return cache.emplace(tm, std::move(g)).first->second;
 }
 
 }  // namespace
@@ -67,9 +102,13 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   // Large outputs take 128 x 128 tiles (8 x 8 per thread); small ones 64 x 64, so fewer lanes idle.
   const int tm = (M >= 128 && N >= 128) ? 8 : 4;
   const int64_t tile = 16 * tm;
+  const GemmCode& code = gemm_code(tm);
   const auto& pipe = dev.pipeline("matmul/gemm", {{"TM", std::to_string(tm)},
                                                   {"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))},
-                                                  {"B_TYPE", gb.mode == GemmB::F32 ? "f32" : "u32"}});
+                                                  {"B_TYPE", gb.mode == GemmB::F32 ? "f32" : "u32"},
+                                                  {"ACC_DECL", code.acc_decl},
+                                                  {"INNER", code.inner},
+                                                  {"STORE", code.store}});
   const uint32_t gx = u32((N + tile - 1) / tile, "N tiles"), gy = u32((M + tile - 1) / tile, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   // Unused bindings still need a buffer; any read-only one will do.

@@ -57,7 +57,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     throw ArgumentError(std::string("where: self is ") + dtype_name(a.dtype()) + " and other " +
                         dtype_name(b.dtype()));
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape()), b.shape());
-  return run_map("where", {"select(x2, x1, x0 != 0u)", a.dtype()},
+  return run_map("where", {"select(x2, x1, x0 != 0u)", a.dtype(), true},
                  {cond.expand(shape), a.expand(shape), b.expand(shape)}, shape);
 }
 

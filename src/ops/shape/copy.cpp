@@ -48,7 +48,7 @@ Tensor contiguous(const Tensor& x) {
 
 Tensor expand_copy(const Tensor& x, const Shape& shape) {
   check_defined("expand_copy", x, "self");
-  return run_map("expand_copy", {"x0", x.dtype()}, {x.expand(shape)}, shape);
+  return run_map("expand_copy", {"x0", x.dtype(), true}, {x.expand(shape)}, shape);
 }
 
 Tensor full(Device& device, const Shape& shape, double value, DType dtype) {
