@@ -7,7 +7,8 @@
 // (then p.vocab and the offsets count vec4s, and VEC_HELPERS reduce across the 4 lanes).
 
 const WG: u32 = 256u;
-const LOWEST: f32 = -0x1.fffffep+127f;
+
+{{>common/rowstats}}
 
 struct Params {
   rows: u32,
@@ -30,14 +31,6 @@ alias T = {{T}};
 @group(0) @binding(5) var<storage, read_write> index_error: array<atomic<u32>>;
 {{DLOGITS_DECL}}
 {{VEC_HELPERS}}
-
-var<workgroup> wm: array<f32, WG>;
-var<workgroup> ws: array<f32, WG>;
-
-fn merge(m1: f32, s1: f32, m2: f32, s2: f32) -> vec2f {
-  let m = max(m1, m2);
-  return vec2f(m, s1 * exp(m1 - m) + s2 * exp(m2 - m));
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
@@ -73,19 +66,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     s = s * exp(m - mx) + hsum(exp(x - mx));
     m = mx;
   }
-  wm[t] = m;
-  ws[t] = s;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-    if (t < stride) {
-      let r = merge(wm[t], ws[t], wm[t + stride], ws[t + stride]);
-      wm[t] = r.x;
-      ws[t] = r.y;
-    }
-    workgroupBarrier();
-  }
-  let row_max = wm[0];
-  let row_sum = ws[0];
+  let stats_row = row_stats(t, m, s);
+  let row_max = stats_row.x;
+  let row_sum = stats_row.y;
   let inv_n = 1.0 / stats[0];
   let scale = inv_n / row_sum;
   let x_label = lane(logits[base + u32(label) / LANES], u32(label) % LANES);

@@ -109,50 +109,40 @@ Tensor as_batch_rows(const Tensor& x) {
 
 }  // namespace
 
-Tensor linear_q4gsw(const Tensor& x, const Q4Weight& w) {
-  check_weight("linear_q4gsw", w);
-  check_dtype("linear_q4gsw", x, "input", {DType::F32});
-  check_same_device("linear_q4gsw", x, w.codes);
-  if (x.rank() < 1 || x.size(-1) != w.in_features)
-    throw ArgumentError("linear_q4gsw: input " + shape_str(x.shape()) + " needs " + std::to_string(w.in_features) +
-                        " features in its last dim");
-  const int64_t n = w.out_features();
-  Shape out_shape = x.shape();
-  out_shape.back() = n;
-  const Tensor a = as_batch_rows(x);
-  Tensor y = new_tensor(x.device_impl(), {1, a.size(1), n}, DType::F32);
+namespace {
+
+// The forward and the input gradient: rows of `in` ([..., in_f]) times the weight read in `mode`, giving [..., out_f].
+Tensor q4_gemm(const char* op, const char* in_name, const Tensor& in, const Q4Weight& w, GemmB::Mode mode,
+               int64_t in_f, int64_t out_f) {
+  check_weight(op, w);
+  check_dtype(op, in, in_name, {DType::F32});
+  check_same_device(op, in, w.codes);
+  if (in.rank() < 1 || in.size(-1) != in_f)
+    throw ArgumentError(std::string(op) + ": " + in_name + " " + shape_str(in.shape()) + " needs " +
+                        std::to_string(in_f) + " features in its last dim");
+  Shape out_shape = in.shape();
+  out_shape.back() = out_f;
+  const Tensor a = as_batch_rows(in);
+  Tensor out = new_tensor(in.device_impl(), {1, a.size(1), out_f}, DType::F32);
   GemmB b;
-  b.mode = GemmB::Q4_NK;
+  b.mode = mode;
   b.b = &w.codes;
   b.scales = &w.scales;
   b.q_words = w.codes.size(1);
-  b.q_rows = n;
+  b.q_rows = w.out_features();
   b.group_size = w.group_size;
-  gemm("linear_q4gsw", a, b, n, nullptr, y, false);
-  return y.reshape(out_shape);
+  gemm(op, a, b, out_f, nullptr, out, false);
+  return out.reshape(out_shape);
+}
+
+}  // namespace
+
+Tensor linear_q4gsw(const Tensor& x, const Q4Weight& w) {
+  return q4_gemm("linear_q4gsw", "input", x, w, GemmB::Q4_NK, w.in_features, w.out_features());
 }
 
 Tensor linear_q4gsw_backward(const Tensor& dy, const Q4Weight& w) {
-  check_weight("linear_q4gsw_backward", w);
-  check_dtype("linear_q4gsw_backward", dy, "grad_output", {DType::F32});
-  check_same_device("linear_q4gsw_backward", dy, w.codes);
-  const int64_t n = w.out_features(), k = w.in_features;
-  if (dy.rank() < 1 || dy.size(-1) != n)
-    throw ArgumentError("linear_q4gsw_backward: grad_output " + shape_str(dy.shape()) + " needs " +
-                        std::to_string(n) + " features in its last dim");
-  Shape out_shape = dy.shape();
-  out_shape.back() = k;
-  const Tensor a = as_batch_rows(dy);
-  Tensor dx = new_tensor(dy.device_impl(), {1, a.size(1), k}, DType::F32);
-  GemmB b;
-  b.mode = GemmB::Q4_RJ;
-  b.b = &w.codes;
-  b.scales = &w.scales;
-  b.q_words = w.codes.size(1);
-  b.q_rows = n;
-  b.group_size = w.group_size;
-  gemm("linear_q4gsw_backward", a, b, k, nullptr, dx, false);
-  return dx.reshape(out_shape);
+  return q4_gemm("linear_q4gsw_backward", "grad_output", dy, w, GemmB::Q4_RJ, w.out_features(), w.in_features);
 }
 
 Tensor linear_dW(const Tensor& dy, const Tensor& x, const Tensor* accumulate_into) {

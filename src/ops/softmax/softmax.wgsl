@@ -17,19 +17,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
-var<workgroup> wm: array<f32, WG>;
-var<workgroup> ws: array<f32, WG>;
-
-// The running max starts at the lowest finite f32 rather than -inf, so that merging two empty sides never computes
-// -inf - (-inf). An input of -inf then adds exp(-inf - max) = 0, and a row of nothing but -inf ends with sum 0 and
-// so NaN outputs, as in PyTorch.
-const LOWEST: f32 = -0x1.fffffep+127f;
-
-// Merges two (max, sum of exp(x - max)) pairs.
-fn merge(m1: f32, s1: f32, m2: f32, s2: f32) -> vec2f {
-  let m = max(m1, m2);
-  return vec2f(m, s1 * exp(m1 - m) + s2 * exp(m2 - m));
-}
+{{>common/rowstats}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
@@ -45,23 +33,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   var s = 0.0;
   for (var l = t; l < p.len; l = l + WG) {
     let v = x[p.x_off + base + l * p.inner];
-    let r = merge(m, s, v, 1.0);
+    let r = merge_stats(m, s, v, 1.0);
     m = r.x;
     s = r.y;
   }
-  wm[t] = m;
-  ws[t] = s;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-    if (t < stride) {
-      let r = merge(wm[t], ws[t], wm[t + stride], ws[t + stride]);
-      wm[t] = r.x;
-      ws[t] = r.y;
-    }
-    workgroupBarrier();
-  }
-  let row_max = wm[0];
-  let row_sum = ws[0];
+  let stats = row_stats(t, m, s);
+  let row_max = stats.x;
+  let row_sum = stats.y;
   let log_sum = log(row_sum);
   let inv_sum = 1.0 / row_sum;
   for (var l = t; l < p.len; l = l + WG) {
