@@ -133,6 +133,10 @@ int run_bench(const BenchOptions& opt) {
     const Tensor a = random_tensor(dev, {s, s}, -1, 1, 2), b = random_tensor(dev, {s, s}, -1, 1, 3);
     results.push_back(measure(dev, "mm fp32", dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
                               [&] { ops::mm(a, b); }));
+    // The same product with A read through a transposed view: strided loads, no 16-byte ones.
+    const Tensor at = ops::contiguous(a.transpose(0, 1)).transpose(0, 1);
+    results.push_back(measure(dev, "mm fp32 (A as a view)", dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
+                              [&] { ops::mm(at, b); }));
   });
   // The training kernels at fine-tuning sizes.
   const int64_t M = q ? 256 : 4096, N = q ? 256 : 4096, K = q ? 256 : 4096, G = 32;

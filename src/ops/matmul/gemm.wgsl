@@ -14,6 +14,9 @@
 
 const TM: u32 = {{TM}}u;
 const B_MODE: u32 = {{B_MODE}}u;
+// Row-major operands whose rows and offsets are multiples of 4 are bound as vec4s and loaded 16 bytes at a time.
+const A_VEC: bool = {{A_VEC}};
+const B_VEC: bool = {{B_VEC}};
 const BM: u32 = 16u * TM;
 const BN: u32 = 16u * TM;
 const BK: u32 = 16u;
@@ -44,11 +47,14 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<{{A_TYPE}}>;
 @group(0) @binding(2) var<storage, read> b: array<{{B_TYPE}}>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> c: array<f32>;
+
+// Element accessors for the bound types (load_a1 / load_a4 by f32 / vec4 index, load_b1, load_b4, load_bw).
+{{ACCESSORS}}
 
 var<workgroup> As: array<vec4<f32>, BK * BM / 4u>;  // [BK][BM]
 var<workgroup> Bs: array<vec4<f32>, BK * BN / 4u>;  // [BK][BN]
@@ -79,24 +85,55 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 {{ACC_DECL}}
   for (var k0 = 0u; k0 < p.k; k0 = k0 + BK) {
     // ---- A tile: BM x BK, in the order that makes consecutive threads read consecutive addresses.
-    for (var l = 0u; l < A_PER_THREAD; l = l + 1u) {
-      let e = tid + l * 256u;
-      var am = e % BM;
-      var ak = e / BM;
-      if (a_kfast) {
-        am = e / BK;
-        ak = e % BK;
+    if (A_VEC) {
+      for (var l = 0u; l < A_PER_THREAD / 4u; l = l + 1u) {
+        let e = tid + l * 256u;
+        let am = e / (BK / 4u);
+        let ak = (e % (BK / 4u)) * 4u;
+        let gm = m0 + am;
+        let gk = k0 + ak;
+        var v = vec4<f32>();
+        if (gm < p.m && gk < p.k) {
+          v = load_a4((a_base + gm * p.a_sm + gk) / 4u);
+        }
+        store_a(ak, am, v.x);
+        store_a(ak + 1u, am, v.y);
+        store_a(ak + 2u, am, v.z);
+        store_a(ak + 3u, am, v.w);
       }
-      let gm = m0 + am;
-      let gk = k0 + ak;
-      var v = 0.0;
-      if (gm < p.m && gk < p.k) {
-        v = a[a_base + gm * p.a_sm + gk * p.a_sk];
+    } else {
+      for (var l = 0u; l < A_PER_THREAD; l = l + 1u) {
+        let e = tid + l * 256u;
+        var am = e % BM;
+        var ak = e / BM;
+        if (a_kfast) {
+          am = e / BK;
+          ak = e % BK;
+        }
+        let gm = m0 + am;
+        let gk = k0 + ak;
+        var v = 0.0;
+        if (gm < p.m && gk < p.k) {
+          v = load_a1(a_base + gm * p.a_sm + gk * p.a_sk);
+        }
+        store_a(ak, am, v);
       }
-      store_a(ak, am, v);
     }
     // ---- B tile: BK x BN.
-    if (B_MODE == 0u) {
+    if (B_MODE == 0u && B_VEC) {
+      for (var l = 0u; l < B_PER_THREAD / 4u; l = l + 1u) {
+        let e = tid + l * 256u;
+        let bk = e / (BN / 4u);
+        let bn = (e % (BN / 4u)) * 4u;
+        let gn = n0 + bn;
+        let gk = k0 + bk;
+        var v = vec4<f32>();
+        if (gn < p.n && gk < p.k) {
+          v = load_b4((b_base + gk * p.b_sk + gn) / 4u);
+        }
+        Bs[bk * (BN / 4u) + bn / 4u] = v;
+      }
+    } else if (B_MODE == 0u) {
       for (var l = 0u; l < B_PER_THREAD; l = l + 1u) {
         let e = tid + l * 256u;
         var bn = e / BK;
@@ -109,7 +146,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         let gk = k0 + bk;
         var v = 0.0;
         if (gn < p.n && gk < p.k) {
-          v = f32(b[b_base + gk * p.b_sk + gn * p.b_sn]);
+          v = load_b1(b_base + gk * p.b_sk + gn * p.b_sn);
         }
         store_b(bk, bn, v);
       }
@@ -123,7 +160,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         var word = 0x88888888u;
         var scale = 0.0;
         if (gn < p.n && gk < p.k) {
-          word = u32(b[gn * p.q_words + gk / 8u]);
+          word = load_bw(gn * p.q_words + gk / 8u);
           scale = scales[(gk / p.group_size) * p.q_rows + gn];
         }
         for (var j = 0u; j < 8u; j = j + 1u) {
@@ -140,7 +177,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         var word = 0x88888888u;
         var scale = 0.0;
         if (gr < p.k && gj < p.n) {
-          word = u32(b[gr * p.q_words + gj / 8u]);
+          word = load_bw(gr * p.q_words + gj / 8u);
           scale = scales[(gj / p.group_size) * p.q_rows + gr];
         }
         for (var j = 0u; j < 8u; j = j + 1u) {

@@ -103,9 +103,33 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   const int tm = (M >= 128 && N >= 128) ? 8 : 4;
   const int64_t tile = 16 * tm;
   const GemmCode& code = gemm_code(tm);
+  // 16-byte loads where an operand is row-major with every row and offset a multiple of 4 floats.
+  const bool a_vec = K % 4 == 0 && a.strides()[2] == 1 && a.offset() % 4 == 0 && a.strides()[1] % 4 == 0 &&
+                     a.strides()[0] % 4 == 0;
+  const bool b_vec = gb.mode == GemmB::F32 && N % 4 == 0 && b.strides()[2] == 1 && b.offset() % 4 == 0 &&
+                     b.strides()[1] % 4 == 0 && b.strides()[0] % 4 == 0;
+  const char* b_type = gb.mode != GemmB::F32 ? "u32" : (b_vec ? "vec4<f32>" : "f32");
+  std::string acc = a_vec ? "fn load_a1(i: u32) -> f32 { return a[i / 4u][i % 4u]; }\n"
+                            "fn load_a4(i: u32) -> vec4<f32> { return a[i]; }\n"
+                          : "fn load_a1(i: u32) -> f32 { return a[i]; }\n"
+                            "fn load_a4(i: u32) -> vec4<f32> {\n"
+                            "  return vec4<f32>(a[4u * i], a[4u * i + 1u], a[4u * i + 2u], a[4u * i + 3u]);\n}\n";
+  if (b_vec)
+    acc += "fn load_b1(i: u32) -> f32 { return b[i / 4u][i % 4u]; }\n"
+           "fn load_b4(i: u32) -> vec4<f32> { return b[i]; }\n"
+           "fn load_bw(i: u32) -> u32 { return 0u; }\n";
+  else
+    acc += std::string("fn load_b1(i: u32) -> f32 { return f32(b[i]); }\n") +
+           "fn load_b4(i: u32) -> vec4<f32> {\n"
+           "  return vec4<f32>(f32(b[4u * i]), f32(b[4u * i + 1u]), f32(b[4u * i + 2u]), f32(b[4u * i + 3u]));\n}\n"
+           "fn load_bw(i: u32) -> u32 { return u32(b[i]); }\n";
   const auto& pipe = dev.pipeline("matmul/gemm", {{"TM", std::to_string(tm)},
                                                   {"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))},
-                                                  {"B_TYPE", gb.mode == GemmB::F32 ? "f32" : "u32"},
+                                                  {"B_TYPE", b_type},
+                                                  {"A_TYPE", a_vec ? "vec4<f32>" : "f32"},
+                                                  {"A_VEC", a_vec ? "true" : "false"},
+                                                  {"B_VEC", b_vec ? "true" : "false"},
+                                                  {"ACCESSORS", acc},
                                                   {"ACC_DECL", code.acc_decl},
                                                   {"INNER", code.inner},
                                                   {"STORE", code.store}});
