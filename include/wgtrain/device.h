@@ -2,6 +2,7 @@
 //
 // Work is batched: ops record dispatches into an open command encoder, and nothing is submitted until flush(),
 // a read-back, or the batch's size cap. Errors the device reports are raised as GpuError naming the op.
+// A Device and its tensors are used from one thread at a time.
 #pragma once
 
 #include <cstdint>
