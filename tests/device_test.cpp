@@ -51,7 +51,8 @@ TEST(Device, ForcingAnAbsentBackendFailsWithWhatWasTried) {
 }
 
 TEST(Device, UploadDownloadRoundTripsAtOddSizes) {
-  for (int64_t n : {1, 3, 255, 257, 100003}) {
+  for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{255}, int64_t{257}, int64_t{100003},
+                    (int64_t{64} << 20) / 4 + 3}) {  // the last crosses a 64 MiB transfer chunk
     std::vector<float> f(n);
     std::vector<int32_t> i(n);
     for (int64_t k = 0; k < n; ++k) {

@@ -2,7 +2,8 @@
 //
 // Work is batched: ops record dispatches into an open command encoder, and nothing is submitted until flush(),
 // a read-back, or the batch's size cap. Errors the device reports are raised as GpuError naming the op.
-// A Device and its tensors are used from one thread at a time.
+// A Device and its tensors are used from one thread at a time. Destroy a Device before main returns: one left to a
+// static destructor at exit can crash in Mesa's OpenGL teardown (seen with llvmpipe).
 #pragma once
 
 #include <cstdint>

@@ -115,6 +115,8 @@ bool vulkan_loader_present() {
 }
 
 constexpr size_t kUniformChunkBytes = 64 * 1024;
+// Largest single queue write or read-back copy.
+constexpr uint64_t kTransferChunkBytes = uint64_t{64} << 20;
 constexpr size_t kMaxDispatchesPerBatch = 1024;
 
 // Pool size classes: 256 bytes, then 8 classes per power of two, so a pooled buffer wastes at most 1/8; past
@@ -274,9 +276,10 @@ std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view w
     b = create_buffer(cap, WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst, what);
   }
   if (options.poison) {
-    if (poison_bytes_.size() < cap) poison_bytes_.assign(cap, 0xFF);
     // The buffer is idle (see released_), so a queue write needs no flush before it.
-    api.QueueWriteBuffer(queue, b, 0, poison_bytes_.data(), cap);
+    static const std::vector<uint8_t> poison(kTransferChunkBytes, 0xFF);
+    for (uint64_t at = 0; at < cap; at += kTransferChunkBytes)
+      api.QueueWriteBuffer(queue, b, at, poison.data(), std::min(kTransferChunkBytes, cap - at));
   }
   auto s = std::make_shared<Storage>();
   s->device = shared_from_this();
@@ -292,7 +295,13 @@ void DeviceImpl::write(WGPUBuffer buffer, uint64_t offset, const void* data, siz
   if (bytes == 0) return;
   // Recorded work that reads this buffer must see the old contents: submit it before the queue write.
   if (encoder_) flush();
-  api.QueueWriteBuffer(queue, buffer, offset, data, bytes);
+  write_idle(buffer, offset, data, bytes);
+}
+
+void DeviceImpl::write_idle(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (uint64_t at = 0; at < bytes; at += kTransferChunkBytes)
+    api.QueueWriteBuffer(queue, buffer, offset + at, p + at, std::min<uint64_t>(kTransferChunkBytes, bytes - at));
   check("upload");
 }
 
@@ -309,6 +318,15 @@ WGPUBuffer DeviceImpl::take_readback(uint64_t bytes) {
 
 void DeviceImpl::read(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst) {
   if (bytes == 0) return;
+  // In chunks: one staging buffer the size of a multi-GB tensor may not be allocatable where a smaller one is.
+  for (uint64_t at = 0; at < bytes; at += kTransferChunkBytes) {
+    const uint64_t n = std::min<uint64_t>(kTransferChunkBytes, bytes - at);
+    read_chunk(buffer, offset + at, n, static_cast<uint8_t*>(dst) + at);
+  }
+  verify_index_checks();
+}
+
+void DeviceImpl::read_chunk(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst) {
   const uint64_t padded = (bytes + 3) / 4 * 4;
   WGPUBuffer staging = take_readback(padded);
   copy(buffer, offset, staging, 0, padded);
@@ -345,7 +363,6 @@ void DeviceImpl::read(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* ds
   api.BufferUnmap(staging);
   free_readback_[size_class(padded)].push_back(staging);
   check("read-back");
-  verify_index_checks();
 }
 
 uint32_t DeviceImpl::index_check_bit(std::string_view op) {

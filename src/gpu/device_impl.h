@@ -88,6 +88,9 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   void release(WGPUBuffer buffer, uint64_t capacity);  // from ~Storage
   // Writes host bytes into a buffer, ordered after all work recorded so far.
   void write(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes);
+  // The same for a buffer no recorded work uses (freshly allocated): no flush. Both go in chunks, since Dawn
+  // stages each queue write whole and a multi-GB staging allocation fails.
+  void write_idle(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes);
   // Copies bytes back to the host; submits what is recorded and waits for it.
   void read(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst);
   // Records a buffer-to-buffer copy (sizes and offsets multiples of 4).
@@ -122,9 +125,9 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   std::map<uint64_t, std::vector<WGPUBuffer>> free_buffers_;
   std::vector<std::pair<WGPUBuffer, uint64_t>> released_;
   std::map<uint64_t, std::vector<WGPUBuffer>> free_readback_;
-  std::vector<uint8_t> poison_bytes_;
   WGPUBuffer create_buffer(uint64_t bytes, WGPUFlags usage, std::string_view what);
   WGPUBuffer take_readback(uint64_t bytes);
+  void read_chunk(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst);
 
   // The open batch.
   WGPUCommandEncoder encoder_ = nullptr;

@@ -83,10 +83,7 @@ Tensor from_host_impl(Device& device, const Shape& shape, std::span<const T> dat
                         " (" + std::to_string(numel(shape)) + " elements)");
   Tensor t = Tensor::empty(device, shape, dtype);
   // A freshly allocated buffer is idle (device_impl.h), so it can be written without submitting recorded work.
-  if (!data.empty())
-    device.impl().api.QueueWriteBuffer(device.impl().queue, t.storage()->buffer, 0, data.data(),
-                                       data.size() * sizeof(T));
-  device.impl().check("upload");
+  device.impl().write_idle(t.storage()->buffer, 0, data.data(), data.size() * sizeof(T));
   return t;
 }
 }  // namespace

@@ -1,6 +1,7 @@
 #include "ops/common.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "wgtrain/ops.h"
 
@@ -71,8 +72,10 @@ Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype) {
 }
 
 Tensor upload_words(DeviceImpl& dev, const void* data, size_t bytes) {
-  Tensor t = new_tensor(dev, {static_cast<int64_t>((bytes + 3) / 4)}, DType::I32);
-  if (bytes) dev.api.QueueWriteBuffer(dev.queue, t.storage()->buffer, 0, data, (bytes + 3) / 4 * 4);
+  std::vector<uint8_t> words((bytes + 3) / 4 * 4, 0);
+  if (bytes) std::memcpy(words.data(), data, bytes);
+  Tensor t = new_tensor(dev, {static_cast<int64_t>(words.size() / 4)}, DType::I32);
+  dev.write_idle(t.storage()->buffer, 0, words.data(), words.size());
   return t;
 }
 

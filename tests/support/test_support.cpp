@@ -7,12 +7,14 @@
 namespace wgtrain::test {
 
 Device& device() {
-  static Device dev = [] {
+  // Never destroyed: tearing Dawn down from a static destructor at exit races llvmpipe's own exit handlers (a
+  // segfault after the tests have passed, now and then).
+  static Device* dev = [] {
     DeviceOptions o;
     o.poison = true;
-    return Device::open(o);
+    return new Device(Device::open(o));
   }();
-  return dev;
+  return *dev;
 }
 
 uint64_t seed() {

@@ -93,7 +93,9 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
       in_place ? "fn store_d(i: u32, v: T) { logits[i] = v; }"
                : "@group(0) @binding(6) var<storage, read_write> dlogits: array<T>;\n"
                  "fn store_d(i: u32, v: T) { dlogits[i] = v; }";
+  const bool wide = dev.limits.max_invocations_per_workgroup >= 1024 && dev.limits.max_workgroup_size_x >= 1024;
   const wgtrain::detail::KernelDefs defs = {{"LOGITS_ACCESS", in_place ? "read_write" : "read"},
+                                            {"WG", wide ? "1024" : "256"},
                                             {"T", vec4 ? "vec4<f32>" : "f32"},
                                             {"VEC_HELPERS", helpers},
                                             {"DLOGITS_DECL", dlogits_decl}};

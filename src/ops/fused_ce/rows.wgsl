@@ -6,7 +6,7 @@
 // element is read, then written, by the same thread), and T = vec4<f32> when V and the offsets are multiples of 4
 // (then p.vocab and the offsets count vec4s, and VEC_HELPERS reduce across the 4 lanes).
 
-const WG: u32 = 256u;
+const WG: u32 = {{WG}}u;  // 1024 where the device allows: fewer rows in flight keep each row in cache for pass 2
 
 {{>common/rowstats}}
 
