@@ -115,8 +115,9 @@ bool vulkan_loader_present() {
 }
 
 constexpr size_t kUniformChunkBytes = 64 * 1024;
-// Largest single queue write or read-back copy.
+// Largest single queue write or read-back copy, and the most queue-write staging left outstanding.
 constexpr uint64_t kTransferChunkBytes = uint64_t{64} << 20;
+constexpr uint64_t kStagingBudgetBytes = uint64_t{256} << 20;
 constexpr size_t kMaxDispatchesPerBatch = 1024;
 
 // Pool size classes: 256 bytes, then 8 classes per power of two, so a pooled buffer wastes at most 1/8; past
@@ -179,7 +180,8 @@ DeviceImpl::~DeviceImpl() {
   if (encoder_) api.CommandEncoderRelease(encoder_);
   for (auto& [cap, list] : free_buffers_)
     for (auto b : list) api.BufferRelease(b);
-  for (auto& [b, cap] : released_) api.BufferRelease(b);
+  for (auto& [cap, list] : released_)
+    for (auto b : list) api.BufferRelease(b);
   for (auto& [cap, list] : free_readback_)
     for (auto b : list) api.BufferRelease(b);
   for (auto& c : uniform_chunks_) api.BufferRelease(c.buffer);
@@ -248,6 +250,7 @@ WGPUBuffer DeviceImpl::create_buffer(uint64_t bytes, WGPUFlags usage, std::strin
           stats.bytes_allocated -= cap;
         }
       free_buffers_.clear();
+      synchronize();  // Dawn frees a destroyed buffer's memory once the GPU is past it, at a later tick
       continue;
     }
     throw GpuError("out of GPU memory allocating " + std::to_string(bytes) + " bytes for " + std::string(what) +
@@ -256,7 +259,7 @@ WGPUBuffer DeviceImpl::create_buffer(uint64_t bytes, WGPUFlags usage, std::strin
   return nullptr;  // unreachable
 }
 
-std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view what) {
+std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view what, bool host_write) {
   if (lost) check(what);
   bytes = std::max<uint64_t>(bytes, 4);
   if (bytes > limits.max_storage_binding_size || bytes > limits.max_buffer_size)
@@ -267,20 +270,18 @@ std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view w
   uint64_t cap = size_class(bytes);
   cap = std::max(bytes, std::min(cap, std::min(limits.max_storage_binding_size, limits.max_buffer_size) / 4 * 4));
   WGPUBuffer b = nullptr;
-  auto it = free_buffers_.find(cap);
-  if (it != free_buffers_.end() && !it->second.empty()) {
+  auto take = [&](std::map<uint64_t, std::vector<WGPUBuffer>>& pool) {
+    auto it = pool.find(cap);
+    if (it == pool.end() || it->second.empty()) return false;
     b = it->second.back();
     it->second.pop_back();
     ++stats.pool_hits;
-  } else {
+    return true;
+  };
+  if (!take(free_buffers_) && (host_write || !take(released_)))
     b = create_buffer(cap, WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst, what);
-  }
-  if (options.poison) {
-    // The buffer is idle (see released_), so a queue write needs no flush before it.
-    static const std::vector<uint8_t> poison(kTransferChunkBytes, 0xFF);
-    for (uint64_t at = 0; at < cap; at += kTransferChunkBytes)
-      api.QueueWriteBuffer(queue, b, at, poison.data(), std::min(kTransferChunkBytes, cap - at));
-  }
+  // A buffer the host is about to fill needs no poison; an op's output is poisoned in order on the GPU.
+  if (options.poison && !host_write) poison_on_gpu(b, cap);
   auto s = std::make_shared<Storage>();
   s->device = shared_from_this();
   s->buffer = b;
@@ -289,7 +290,22 @@ std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view w
   return s;
 }
 
-void DeviceImpl::release(WGPUBuffer buffer, uint64_t capacity) { released_.emplace_back(buffer, capacity); }
+void DeviceImpl::poison_on_gpu(WGPUBuffer b, uint64_t bytes) {
+  struct alignas(16) FillParams {
+    uint32_t n, off, word, pad;
+  };
+  const uint64_t words = bytes / 4;
+  const uint64_t per_dispatch = uint64_t{256} * limits.max_workgroups_per_dim * 256;
+  const Pipeline& pipe = pipeline("shape/fill", {});
+  for (uint64_t at = 0; at < words; at += per_dispatch) {
+    const uint64_t n = std::min(per_dispatch, words - at);
+    FillParams p{static_cast<uint32_t>(n), static_cast<uint32_t>(at), 0xFFFFFFFFu, 0};
+    const auto [gx, gy] = grid((n + 255) / 256);
+    dispatch({"poison", &pipe, &p, sizeof p, {{b}}, gx, gy, 1, false});
+  }
+}
+
+void DeviceImpl::release(WGPUBuffer buffer, uint64_t capacity) { released_[capacity].push_back(buffer); }
 
 void DeviceImpl::write(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes) {
   if (bytes == 0) return;
@@ -300,8 +316,12 @@ void DeviceImpl::write(WGPUBuffer buffer, uint64_t offset, const void* data, siz
 
 void DeviceImpl::write_idle(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes) {
   const auto* p = static_cast<const uint8_t*>(data);
-  for (uint64_t at = 0; at < bytes; at += kTransferChunkBytes)
+  for (uint64_t at = 0; at < bytes; at += kTransferChunkBytes) {
+    // Dawn holds each write's staging memory until the GPU is past it: let it catch up every few chunks, or a
+    // multi-GB upload exhausts device memory (seen on the H200).
+    if (at && at % kStagingBudgetBytes == 0) synchronize();
     api.QueueWriteBuffer(queue, buffer, offset + at, p + at, std::min<uint64_t>(kTransferChunkBytes, bytes - at));
+  }
   check("upload");
 }
 
@@ -552,7 +572,7 @@ void DeviceImpl::dispatch(const DispatchDesc& d) {
   api.ComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
   api.ComputePassEncoderDispatchWorkgroups(pass_, d.groups_x, d.groups_y, d.groups_z);
   api.BindGroupRelease(bg);  // the encoder holds its own reference
-  ++stats.dispatches;
+  if (d.counted) ++stats.dispatches;
   ++batch_dispatches_;
   check(d.op);
   if (batch_dispatches_ >= kMaxDispatchesPerBatch) flush();
@@ -577,8 +597,11 @@ void DeviceImpl::flush() {
     ++stats.submits;
     batch_dispatches_ = 0;
   }
-  // Everything recorded is submitted: buffers released so far may now be handed out again.
-  for (auto& [b, cap] : released_) free_buffers_[cap].push_back(b);
+  // Everything recorded is submitted: buffers released so far may now be handed out for anything.
+  for (auto& [cap, list] : released_) {
+    auto& free = free_buffers_[cap];
+    free.insert(free.end(), list.begin(), list.end());
+  }
   released_.clear();
   check("submit");
 }

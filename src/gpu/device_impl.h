@@ -56,6 +56,7 @@ struct DispatchDesc {
   size_t uniform_bytes = 0;
   std::vector<Binding> storage;     // bound at @binding(1), (2), ... in order
   uint32_t groups_x = 1, groups_y = 1, groups_z = 1;
+  bool counted = true;  // false for the runtime's own work (poisoning), kept out of stats.dispatches
 };
 
 struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
@@ -84,7 +85,10 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   void check(std::string_view op);
 
   // ---- buffers ----------------------------------------------------------------------------------------------
-  std::shared_ptr<Storage> allocate(uint64_t bytes, std::string_view what);
+  // `host_write`: the caller fills the buffer with a queue write before any dispatch uses it, so the buffer must be
+  // idle. Otherwise (an op's output) it may also be one released since the last submit: recorded dispatches run
+  // in order, so the earlier readers are done with it before the new writer starts.
+  std::shared_ptr<Storage> allocate(uint64_t bytes, std::string_view what, bool host_write = false);
   void release(WGPUBuffer buffer, uint64_t capacity);  // from ~Storage
   // Writes host bytes into a buffer, ordered after all work recorded so far.
   void write(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes);
@@ -120,10 +124,12 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   Device::Timing end_timing();
 
  private:
-  // Pool: free buffers by capacity. A released buffer joins the pool only at the next flush, so a buffer that
-  // recorded-but-unsubmitted work still reads is never handed out and overwritten by a queue write.
+  // Pool: free buffers by capacity. A released buffer joins the free pool only at the next flush, so a buffer that
+  // recorded-but-unsubmitted work still reads is never overwritten by a queue write; until then it serves only
+  // op outputs (`released_`, by capacity).
   std::map<uint64_t, std::vector<WGPUBuffer>> free_buffers_;
-  std::vector<std::pair<WGPUBuffer, uint64_t>> released_;
+  std::map<uint64_t, std::vector<WGPUBuffer>> released_;
+  void poison_on_gpu(WGPUBuffer b, uint64_t bytes);
   std::map<uint64_t, std::vector<WGPUBuffer>> free_readback_;
   WGPUBuffer create_buffer(uint64_t bytes, WGPUFlags usage, std::string_view what);
   WGPUBuffer take_readback(uint64_t bytes);

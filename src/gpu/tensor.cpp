@@ -81,8 +81,12 @@ Tensor from_host_impl(Device& device, const Shape& shape, std::span<const T> dat
   if (static_cast<int64_t>(data.size()) != numel(shape))
     throw ArgumentError("from_host: " + std::to_string(data.size()) + " values given for shape " + shape_str(shape) +
                         " (" + std::to_string(numel(shape)) + " elements)");
-  Tensor t = Tensor::empty(device, shape, dtype);
-  // A freshly allocated buffer is idle (device_impl.h), so it can be written without submitting recorded work.
+  check_shape(shape);
+  auto st = device.impl().allocate(data.size() * sizeof(T),
+                                   "a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape_str(shape),
+                                   /*host_write=*/true);
+  Tensor t(std::move(st), shape, contiguous_strides(shape), 0, dtype);
+  // An allocation for a host write is idle (device_impl.h), so no recorded work needs submitting first.
   device.impl().write_idle(t.storage()->buffer, 0, data.data(), data.size() * sizeof(T));
   return t;
 }

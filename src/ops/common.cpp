@@ -74,7 +74,9 @@ Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype) {
 Tensor upload_words(DeviceImpl& dev, const void* data, size_t bytes) {
   std::vector<uint8_t> words((bytes + 3) / 4 * 4, 0);
   if (bytes) std::memcpy(words.data(), data, bytes);
-  Tensor t = new_tensor(dev, {static_cast<int64_t>(words.size() / 4)}, DType::I32);
+  const Shape shape = {static_cast<int64_t>(words.size() / 4)};
+  Tensor t(dev.allocate(words.size(), "a kernel table", /*host_write=*/true), shape, contiguous_strides(shape), 0,
+           DType::I32);
   dev.write_idle(t.storage()->buffer, 0, words.data(), words.size());
   return t;
 }
