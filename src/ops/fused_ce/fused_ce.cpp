@@ -3,6 +3,8 @@
 #include "wgtrain/fused_ce.h"
 
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "ops/common.h"
 #include "wgtrain/device.h"
@@ -24,6 +26,38 @@ struct alignas(16) RowParams {
 struct alignas(16) FinishParams {
   uint32_t rows, loss_off, pad0, pad1;
 };
+
+// The two passes of rows.wgsl. Streaming: any V, the row read twice. Cached: each thread holds its `chunks` values
+// (x0, x1, ...) in registers between the passes, so the logits are read once; written out in full since a private
+// array indexed by a loop counter may not stay in registers.
+std::pair<std::string, std::string> row_passes(int chunks) {
+  if (chunks == 0)
+    return {"  var m = LOWEST;\n"
+            "  var s = 0.0;\n"
+            "  for (var j = t; j < p.vocab; j = j + WG) {\n"
+            "    let x = logits[base + j];\n"
+            "    let mx = max(m, hmax(x));\n"
+            "    s = s * exp(m - mx) + hsum(exp(x - mx));\n"
+            "    m = mx;\n"
+            "  }\n",
+            "  for (var j = t; j < p.vocab; j = j + WG) {\n"
+            "    let x = logits[base + j];\n"
+            "    store_d(out_base + j, exp(x - row_max) * scale - onehot(j, u32(label)) * inv_n);\n"
+            "  }\n"};
+  std::string p1 = "  var m = LOWEST;\n  var s = 0.0;\n", p2;
+  for (int c = 0; c < chunks; ++c) {
+    const std::string i = std::to_string(c), j = "j" + i, x = "x" + i;
+    p1 += "  let " + j + " = t + " + i + "u * WG;\n  var " + x + " = T(LOWEST);\n  if (" + j + " < p.vocab) { " + x +
+          " = logits[base + " + j + "]; }\n  m = max(m, hmax(" + x + "));\n";
+  }
+  for (int c = 0; c < chunks; ++c) {
+    const std::string i = std::to_string(c);
+    p1 += "  if (j" + i + " < p.vocab) { s = s + hsum(exp(x" + i + " - m)); }\n";
+    p2 += "  if (j" + i + " < p.vocab) { store_d(out_base + j" + i + ", exp(x" + i +
+          " - row_max) * scale - onehot(j" + i + ", u32(label)) * inv_n); }\n";
+  }
+  return {p1, p2};
+}
 
 }  // namespace
 
@@ -94,8 +128,13 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
                : "@group(0) @binding(6) var<storage, read_write> dlogits: array<T>;\n"
                  "fn store_d(i: u32, v: T) { dlogits[i] = v; }";
   const bool wide = dev.limits.max_invocations_per_workgroup >= 1024 && dev.limits.max_workgroup_size_x >= 1024;
+  const int64_t wg = wide ? 1024 : 256;
+  const int64_t per_thread = (vocab / unit + wg - 1) / wg;
+  const auto [pass1, pass2] = row_passes(per_thread <= 8 ? static_cast<int>(per_thread) : 0);
   const wgtrain::detail::KernelDefs defs = {{"LOGITS_ACCESS", in_place ? "read_write" : "read"},
-                                            {"WG", wide ? "1024" : "256"},
+                                            {"WG", std::to_string(wg)},
+                                            {"PASS1", pass1},
+                                            {"PASS2", pass2},
                                             {"T", vec4 ? "vec4<f32>" : "f32"},
                                             {"VEC_HELPERS", helpers},
                                             {"DLOGITS_DECL", dlogits_decl}};

@@ -4,7 +4,9 @@
 // (0 for an ignored row, label < 0), and the row's loss log(sum) + max - x[label]. Probabilities are never stored.
 // Every exponent is <= 0, so logits of any magnitude are safe. Variants: dlogits over the logits buffer (each
 // element is read, then written, by the same thread), and T = vec4<f32> when V and the offsets are multiples of 4
-// (then p.vocab and the offsets count vec4s, and VEC_HELPERS reduce across the 4 lanes).
+// (then p.vocab and the offsets count vec4s, and VEC_HELPERS reduce across the 4 lanes). PASS1 and PASS2 either
+// stream the row from memory twice, or, where the row fits in a few registers per thread, keep it there so that
+// the logits are read once (fused_ce.cpp writes both forms).
 
 const WG: u32 = {{WG}}u;  // 1024 where the device allows: fewer rows in flight keep each row in cache for pass 2
 
@@ -58,14 +60,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     return;
   }
 
-  var m = LOWEST;
-  var s = 0.0;
-  for (var j = t; j < p.vocab; j = j + WG) {
-    let x = logits[base + j];
-    let mx = max(m, hmax(x));
-    s = s * exp(m - mx) + hsum(exp(x - mx));
-    m = mx;
-  }
+{{PASS1}}
   let stats_row = row_stats(t, m, s);
   let row_max = stats_row.x;
   let row_sum = stats_row.y;
@@ -73,10 +68,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let scale = inv_n / row_sum;
   let x_label = lane(logits[base + u32(label) / LANES], u32(label) % LANES);
   workgroupBarrier();  // everyone has read x_label before it is overwritten in place
-  for (var j = t; j < p.vocab; j = j + WG) {
-    let x = logits[base + j];
-    store_d(out_base + j, exp(x - row_max) * scale - onehot(j, u32(label)) * inv_n);
-  }
+{{PASS2}}
   if (t == 0u) {
     row_loss[row] = log(row_sum) + row_max - x_label;
   }
