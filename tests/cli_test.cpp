@@ -41,6 +41,13 @@ TEST(Cli, OpsListsTheRegistry) {
   EXPECT_NE(r.output.find("requires:"), std::string::npos);
 }
 
+TEST(Cli, BenchRunsAtSmallSizes) {
+  const Result r = run("bench --quick --only requant");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("q4gsw_requant"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("GB/s"), std::string::npos) << r.output;
+}
+
 TEST(Cli, BadInputGivesAOneLineErrorAndNonZeroExit) {
   Result r = run("devices --backend nonsense");
   EXPECT_EQ(r.status, 1);
