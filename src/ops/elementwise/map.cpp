@@ -7,18 +7,6 @@
 
 namespace wgtrain::ops::detail {
 
-namespace {
-
-// Mirrors `struct Strided` in common/strided.wgsl.
-struct alignas(16) StridedParams {
-  uint32_t n, rank, dense, flags;
-  uint32_t off[4];
-  float fscalar[4];
-  int32_t iscalar[4];
-  U32x8 shape, strides0, strides1, strides2;
-};
-static_assert(sizeof(StridedParams) == 192);
-
 StridedParams strided_params(const Shape& shape, const std::vector<const Tensor*>& views, const char* op) {
   StridedParams p{};
   p.n = u32(numel(shape), "element count");
@@ -38,9 +26,10 @@ StridedParams strided_params(const Shape& shape, const std::vector<const Tensor*
   return p;
 }
 
-}  // namespace
-
+namespace {
 std::string vec4_of(const char* scalar) { return std::string("vec4<") + scalar + ">"; }
+
+}  // namespace
 
 const char* wgsl_type(DType t) {
   switch (t) {

@@ -4,10 +4,24 @@
 #include <array>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "ops/common.h"
 
 namespace wgtrain::ops::detail {
+
+// Mirrors `struct Strided` in common/strided.wgsl: up to three operand views of one output shape.
+struct alignas(16) StridedParams {
+  uint32_t n, rank, dense, flags;
+  uint32_t off[4];
+  float fscalar[4];
+  int32_t iscalar[4];
+  U32x8 shape, strides0, strides1, strides2;
+};
+static_assert(sizeof(StridedParams) == 192);
+
+// StridedParams for `views` (each of `shape`), dims coalesced; `dense` set where every view is dense.
+StridedParams strided_params(const Shape& shape, const std::vector<const Tensor*>& views, const char* op);
 
 // WGSL element type of a dtype's storage ("f32", "i32", "u32" for bool).
 const char* wgsl_type(DType t);

@@ -12,16 +12,6 @@ using namespace detail;
 
 namespace {
 
-// Mirrors `struct Strided` (common/strided.wgsl); see map.cpp.
-struct alignas(16) GatherParams {
-  uint32_t n, rank, dense, flags;
-  uint32_t off[4];
-  float fscalar[4];
-  int32_t iscalar[4];
-  U32x8 shape, strides0, strides1, strides2;
-};
-static_assert(sizeof(GatherParams) == 192);
-
 // Throws when the host knows the index tensor holds a value outside [0, size). Only values the view can reach are
 // judged: a view of part of an uploaded tensor is left to the kernel's check.
 void check_known_indices(const char* op, const Tensor& index, int64_t size, const char* what) {
@@ -43,15 +33,9 @@ Tensor run_gather(const char* op, const Tensor& input, int dim, const Tensor& in
   const Shape& shape = index_view.shape();
   Tensor out = new_tensor(dev, shape, input.dtype());
   if (numel(shape) == 0) return out;
-  GatherParams p{};
-  p.n = u32(numel(shape), "element count");
-  const Coalesced c = coalesce(shape, {index_view.strides(), input_view.strides()});
-  p.rank = static_cast<uint32_t>(c.shape.size());
-  p.off[0] = u32(index_view.offset(), "offset");
-  p.off[1] = u32(input_view.offset(), "offset");
-  fill_u32x8(p.shape, c.shape, op);
-  fill_u32x8(p.strides0, c.strides[0], op);
-  fill_u32x8(p.strides1, c.strides[1], op);
+  // Operand 0 the index view, operand 1 the input view; the dense fast path never applies (the input is strided).
+  StridedParams p = strided_params(shape, {&index_view, &input_view}, op);
+  p.dense = 0;
   p.iscalar[0] = static_cast<int32_t>(u32(input.size(dim), "indexed dim"));
   p.iscalar[1] = static_cast<int32_t>(u32(input.strides()[dim], "stride"));
   if (input.size(dim) > INT32_MAX) throw ArgumentError(std::string(op) + ": indexed dim too large");
