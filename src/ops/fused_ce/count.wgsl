@@ -14,23 +14,16 @@ struct Params {
 @group(0) @binding(1) var<storage, read> labels: array<i32>;
 @group(0) @binding(2) var<storage, read_write> stats: array<f32>;
 
-var<workgroup> partial: array<u32, WG>;
+{{>common/wgsum}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u) {
-  var n = 0u;
+  var n = 0.0;  // counts stay exact in f32 far past any row count (2^24)
   for (var r = lid.x; r < p.rows; r = r + WG) {
-    n = n + select(0u, 1u, labels[p.labels_off + r] >= 0);
+    n = n + select(0.0, 1.0, labels[p.labels_off + r] >= 0);
   }
-  partial[lid.x] = n;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s = s / 2u) {
-    if (lid.x < s) {
-      partial[lid.x] = partial[lid.x] + partial[lid.x + s];
-    }
-    workgroupBarrier();
-  }
+  let total = workgroup_sum(lid.x, n);
   if (lid.x == 0u) {
-    stats[0] = select(f32(partial[0]), p.host_n_valid, p.host_count != 0u);
+    stats[0] = select(total, p.host_n_valid, p.host_count != 0u);
   }
 }

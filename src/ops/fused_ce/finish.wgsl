@@ -15,7 +15,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> stats: array<f32>;
 @group(0) @binding(3) var<storage, read_write> loss: array<f32>;
 
-var<workgroup> partial: array<f32, WG>;
+{{>common/wgsum}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u) {
@@ -23,15 +23,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u) {
   for (var r = lid.x; r < p.rows; r = r + WG) {
     acc = acc + row_loss[r];
   }
-  partial[lid.x] = acc;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s = s / 2u) {
-    if (lid.x < s) {
-      partial[lid.x] = partial[lid.x] + partial[lid.x + s];
-    }
-    workgroupBarrier();
-  }
+  let total = workgroup_sum(lid.x, acc);
   if (lid.x == 0u) {
-    loss[p.loss_off] = partial[0] / stats[0];
+    loss[p.loss_off] = total / stats[0];
   }
 }

@@ -26,7 +26,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
-var<workgroup> partial: array<f32, WG>;
+{{>common/wgsum}}
 
 fn kept_offset(o: u32) -> u32 {
   var rem = o;
@@ -85,15 +85,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var r = begin + lid.x; r < end; r = r + WG) {
     acc = acc + x[base + red_offset(r)];
   }
-  partial[lid.x] = acc;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-    if (lid.x < stride) {
-      partial[lid.x] = partial[lid.x] + partial[lid.x + stride];
-    }
-    workgroupBarrier();
-  }
+  let total = workgroup_sum(lid.x, acc);
   if (lid.x == 0u) {
-    out[g] = partial[0] * p.scale;
+    out[g] = total * p.scale;
   }
 }
