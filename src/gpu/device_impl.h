@@ -170,7 +170,7 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   void wait(const bool& done, const char* what);
 };
 
-// Process-wide log of device errors raised from callbacks, kept per device.
+// "validation error", "out of memory", ... for a WGPUErrorType, in messages.
 std::string error_type_name(uint32_t type);
 
 }  // namespace wgtrain::detail
