@@ -65,6 +65,13 @@ void fill_u32x8(U32x8& dst, const Shape& values, const char* what) {
   for (size_t i = 0; i < values.size(); ++i) dst.v[i] = u32(values[i], what);
 }
 
+std::optional<std::pair<int32_t, int32_t>> host_known_range(const Tensor& t) {
+  const auto& st = *t.storage();
+  const bool whole = t.is_contiguous() && t.offset() == 0 && static_cast<uint64_t>(t.numel()) * 4 == st.bytes;
+  if (!whole) return std::nullopt;
+  return st.int_range;
+}
+
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype) {
   auto st = dev.allocate(static_cast<uint64_t>(numel(shape)) * dtype_size(dtype),
                          "a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape_str(shape));

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,10 @@ struct Coalesced {
 Coalesced coalesce(const Shape& shape, const std::vector<Shape>& strides);
 
 void fill_u32x8(U32x8& dst, const Shape& values, const char* what);
+
+// [min, max] of an int32 view's values where the host wrote them (Tensor::from_host) and the view reaches every
+// one of them; nullopt otherwise, and the kernel's own check has to do.
+std::optional<std::pair<int32_t, int32_t>> host_known_range(const Tensor& t);
 
 // A new contiguous tensor on a device (poisoned when the device poisons).
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype);

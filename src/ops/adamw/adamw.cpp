@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "ops/common.h"
+#include "ops/elementwise/map.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
@@ -124,8 +125,8 @@ void register_adamw_ops(Registry& r) {
   s.constraints = {"param, grad, m, v of one shape"};
   s.run = [](Device&, const OpTensors& in, const OpArgs& args) {
     // run-op works on copies: the op itself updates in place.
-    AdamWParam p{ops::add(contiguous(input(in, "param")), 0.0f), contiguous(input(in, "grad")),
-                 ops::add(contiguous(input(in, "m")), 0.0f), ops::add(contiguous(input(in, "v")), 0.0f), -1};
+    AdamWParam p{clone(input(in, "param")), contiguous(input(in, "grad")), clone(input(in, "m")),
+                 clone(input(in, "v")), -1};
     AdamWOptions o;
     o.lr = args.get_float("lr", o.lr);
     o.beta1 = args.get_float("beta1", o.beta1);

@@ -76,6 +76,11 @@ Tensor run_map(const char* op, const MapKernel& k, std::initializer_list<Tensor>
   return out;
 }
 
+Tensor clone(const Tensor& x) {
+  check_defined("clone", x, "self");
+  return run_map("clone", {"x0", x.dtype(), true}, {x}, x.shape());
+}
+
 void copy_into(const char* op, const Tensor& dst, const Tensor& src) {
   check_same_device(op, dst, src);
   if (dst.shape() != src.shape())
@@ -90,7 +95,7 @@ void copy_into(const char* op, const Tensor& dst, const Tensor& src) {
       throw ArgumentError(std::string(op) + ": the destination is a broadcast view (several elements share memory)");
   // A read and a write binding of one buffer may not meet in a dispatch: stage such a source through a copy.
   const Tensor staged = src.storage() == dst.storage()
-                            ? run_map(op, {"x0", src.dtype(), true}, {src}, src.shape())
+                            ? clone(src)
                             : src;
   DeviceImpl& dev = dst.device_impl();
   StridedParams p = strided_params(dst.shape(), {&staged, &dst}, op);

@@ -38,6 +38,9 @@ struct MapKernel {
 Tensor run_map(const char* op, const MapKernel& k, std::initializer_list<Tensor> operands, const Shape& shape,
                std::array<float, 4> fscalar = {}, std::array<int32_t, 4> iscalar = {});
 
+// A new contiguous copy of x, bit for bit (unlike x + 0, which turns -0 into +0).
+Tensor clone(const Tensor& x);
+
 // Writes src (any view) into dst (any view of the same shape and dtype), elementwise.
 void copy_into(const char* op, const Tensor& dst, const Tensor& src);
 

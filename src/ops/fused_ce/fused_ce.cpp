@@ -75,9 +75,7 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
   if (n_valid && *n_valid <= 0)
     throw ArgumentError("fused_ce: n_valid must be positive, got " + std::to_string(*n_valid));
   // Labels the host wrote are checked here; others by the kernel (a label >= V is reported at the next read-back).
-  if (const auto& range = labels.storage()->int_range; range && range->second >= vocab && labels.is_contiguous() &&
-                                                        labels.offset() == 0 &&
-                                                        static_cast<uint64_t>(rows) * 4 == labels.storage()->bytes)
+  if (const auto range = host_known_range(labels); range && range->second >= vocab)
     throw ArgumentError("fused_ce: label " + std::to_string(range->second) + " is out of range for " +
                         std::to_string(vocab) + " classes (labels must be < " + std::to_string(vocab) +
                         ", or negative to ignore the row)");

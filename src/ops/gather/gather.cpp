@@ -15,13 +15,10 @@ namespace {
 // Throws when the host knows the index tensor holds a value outside [0, size). Only values the view can reach are
 // judged: a view of part of an uploaded tensor is left to the kernel's check.
 void check_known_indices(const char* op, const Tensor& index, int64_t size, const char* what) {
-  const auto& st = *index.storage();
-  if (!st.int_range) return;
-  const bool whole = index.is_contiguous() && index.offset() == 0 &&
-                     static_cast<uint64_t>(index.numel()) * 4 == st.bytes;
-  const auto [lo, hi] = *st.int_range;
+  const auto range = host_known_range(index);
+  if (!range) return;
+  const auto [lo, hi] = *range;
   if (lo >= 0 && hi < size) return;
-  if (!whole) return;
   const int32_t bad = lo < 0 ? lo : hi;
   throw ArgumentError(std::string(op) + ": index " + std::to_string(bad) + " is out of range for " + what + " of " +
                       std::to_string(size) + " (indices must be in [0, " + std::to_string(size) + "))");

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "ops/elementwise/map.h"
 #include "ops/matmul/gemm.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
@@ -307,8 +308,7 @@ void register_q4gsw_ops(Registry& r) {
   d.constraints = {"equal row counts (leading dims flattened)", "grad, if given, is [N, K] and is added to"};
   d.run = [](Device&, const OpTensors& in, const OpArgs&) {
     if (auto it = in.find("grad"); it != in.end()) {
-      const Tensor acc = contiguous(it->second);
-      const Tensor copy = ops::add(acc, 0.0f);  // run-op returns a new tensor; the op itself adds in place
+      const Tensor copy = clone(it->second);  // run-op returns a new tensor; the op itself adds in place
       return OpTensors{{"out", linear_dW(input(in, "grad_output"), input(in, "input"), &copy)}};
     }
     return OpTensors{{"out", linear_dW(input(in, "grad_output"), input(in, "input"))}};
@@ -335,7 +335,7 @@ void register_q4gsw_ops(Registry& r) {
     w.in_features = latent.size(1);
     w.group_size = args.get_int("group_size", 0);
     w.codes = Tensor::empty(dev, {latent.size(0), q4gsw::words_per_row(latent.size(1))}, DType::I32);
-    w.scales = ops::add(contiguous(input(in, "scales")), 0.0f);  // a copy: the op may rewrite it
+    w.scales = clone(input(in, "scales"));  // a copy: the op may rewrite it
     q4gsw_requant(latent, w, args.get_bool("recompute_scales", false));
     return OpTensors{{"weight", bytes_tensor(dev, w)}, {"scales", w.scales}};
   };
