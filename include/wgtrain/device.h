@@ -16,6 +16,7 @@ namespace wgtrain {
 
 namespace detail {
 struct DeviceImpl;
+struct RecordingImpl;
 }
 
 enum class Backend { Auto, Vulkan, OpenGL, OpenGLES };
@@ -79,6 +80,26 @@ struct DeviceStats {
   uint64_t bytes_allocated = 0;  // held by live and pooled buffers
 };
 
+// GPU work recorded once by Device::record and replayed as often as needed: the dispatches and copies that ops
+// issued, with their pipelines, uniforms and bind groups built once. A replay re-runs none of the host code that
+// recorded it (no argument checks, allocations or bind-group creation), so it costs little more than the GPU time.
+//
+// A replay reads and writes exactly the buffers the recording did: inputs that change between replays are tensors
+// made before recording and overwritten with Tensor::write; outputs are tensors the recorded ops returned. The
+// recording keeps every buffer it references from being handed to other work for as long as it lives.
+class Recording {
+ public:
+  Recording() = default;
+  // Appends the recorded work to the device's open batch (run by the next flush or read-back, like any op).
+  void replay() const;
+  bool empty() const { return !impl_; }
+  size_t dispatches() const;
+
+ private:
+  friend class Device;
+  std::shared_ptr<detail::RecordingImpl> impl_;
+};
+
 class Device {
  public:
   // Opens the adapter and device; throws Error with what was tried when none works.
@@ -111,6 +132,24 @@ class Device {
   }
   void begin_timing();
   Timing end_timing();
+
+  // Records the GPU work `body` issues, without running it (the first replay runs it). Inside `body`, reading a
+  // tensor back or writing into an existing one is an Error: such host steps cannot be replayed. Tensors created
+  // from host data inside `body` become constants of the recording. Recordings do not nest.
+  template <class F>
+  Recording record(F&& body) {
+    begin_recording();
+    try {
+      body();
+    } catch (...) {
+      abort_recording();
+      throw;
+    }
+    return end_recording();
+  }
+  void begin_recording();
+  Recording end_recording();
+  void abort_recording();
 
   // Internal access for op handlers.
   detail::DeviceImpl& impl() const { return *impl_; }

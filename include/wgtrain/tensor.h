@@ -66,6 +66,11 @@ class Tensor {
   // A broadcast view to `shape` (stride 0 on expanded dims), NumPy rules.
   Tensor expand(const Shape& shape) const;
 
+  // Overwrites a contiguous tensor with host data (data.size() == numel()), in order after the work recorded so
+  // far: a queue write, no wait. The float form needs a float32 tensor, the int form an int32 one.
+  void write(std::span<const float> data) const;
+  void write(std::span<const int32_t> data) const;
+
   // Copies to the host (waits for the GPU). Non-contiguous views are gathered on the GPU first.
   std::vector<float> to_host_f32() const;
   std::vector<int32_t> to_host_i32() const;  // int32, or bool as 0/1

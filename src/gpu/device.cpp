@@ -166,7 +166,17 @@ std::string error_type_name(uint32_t type) {
 }
 
 Storage::~Storage() {
-  if (device && buffer) device->release(buffer, capacity);
+  if (device && buffer) device->release(*this);
+}
+
+RecordingImpl::~RecordingImpl() {
+  for (auto& c : commands)
+    if (c.bind_group) device->api.BindGroupRelease(c.bind_group);
+  if (uniform_buffer) device->api.BufferRelease(uniform_buffer);
+  for (auto& [cap, list] : reusable)
+    for (auto b : list) device->release_buffer(b, cap);
+  for (auto& [b, cap] : pinned) device->release_buffer(b, cap);
+  retained.clear();  // the last references go back to the pool as usual
 }
 
 DeviceImpl::~DeviceImpl() {
@@ -261,6 +271,7 @@ WGPUBuffer DeviceImpl::create_buffer(uint64_t bytes, WGPUFlags usage, std::strin
 
 std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view what, bool host_write) {
   if (lost) check(what);
+  if (recording_ && recording_->device.get() != this) throw Error("recording on another device");
   bytes = std::max<uint64_t>(bytes, 4);
   if (bytes > limits.max_storage_binding_size || bytes > limits.max_buffer_size)
     throw ArgumentError(std::string(what) + " needs " + std::to_string(bytes) +
@@ -278,7 +289,9 @@ std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view w
     ++stats.pool_hits;
     return true;
   };
-  if (!take(free_buffers_) && (host_write || !take(released_)))
+  // While recording, an output first takes a buffer this recording's earlier outputs released.
+  const bool reused = recording_ && !host_write && take(recording_->reusable);
+  if (!reused && !take(free_buffers_) && (host_write || !take(released_)))
     b = create_buffer(cap, WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst, what);
   // A buffer the host is about to fill needs no poison; an op's output is poisoned in order on the GPU.
   if (options.poison && !host_write) poison_on_gpu(b, cap);
@@ -287,6 +300,9 @@ std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view w
   s->buffer = b;
   s->capacity = cap;
   s->bytes = bytes;
+  s->host_written = host_write;
+  if (recording_ && !host_write) s->recorded_in = recording_->serial;
+  live_[b] = s;
   return s;
 }
 
@@ -305,9 +321,28 @@ void DeviceImpl::poison_on_gpu(WGPUBuffer b, uint64_t bytes) {
   }
 }
 
-void DeviceImpl::release(WGPUBuffer buffer, uint64_t capacity) { released_[capacity].push_back(buffer); }
+void DeviceImpl::release(Storage& s) {
+  live_.erase(s.buffer);
+  if (recording_ && recording_->referenced.count(s.buffer)) {
+    if (s.recorded_in == recording_->serial && !s.host_written)
+      recording_->reusable[s.capacity].push_back(s.buffer);
+    else
+      recording_->pinned.emplace_back(s.buffer, s.capacity);
+    return;
+  }
+  release_buffer(s.buffer, s.capacity);
+}
+
+void DeviceImpl::release_buffer(WGPUBuffer buffer, uint64_t capacity) { released_[capacity].push_back(buffer); }
+
+void DeviceImpl::no_recording(const char* what) const {
+  if (recording_)
+    throw Error(std::string(what) + " while recording: a recording holds GPU work only (read back or write inputs "
+                "before or after Device::record, not inside it)");
+}
 
 void DeviceImpl::write(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes) {
+  no_recording("writing into a tensor");
   if (bytes == 0) return;
   // Recorded work that reads this buffer must see the old contents: submit it before the queue write.
   if (encoder_) flush();
@@ -337,6 +372,7 @@ WGPUBuffer DeviceImpl::take_readback(uint64_t bytes) {
 }
 
 void DeviceImpl::read(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst) {
+  no_recording("reading a tensor back");
   if (bytes == 0) return;
   // In chunks: one staging buffer the size of a multi-GB tensor may not be allocatable where a smaller one is.
   for (uint64_t at = 0; at < bytes; at += kTransferChunkBytes) {
@@ -401,7 +437,7 @@ WGPUBuffer DeviceImpl::index_error_buffer() {
 }
 
 void DeviceImpl::verify_index_checks() {
-  if (index_checks_.empty()) return;
+  if (index_checks_.empty() || recording_) return;
   const std::vector<std::string> ops = std::move(index_checks_);
   index_checks_.clear();
   uint32_t word = 0;
@@ -418,6 +454,20 @@ void DeviceImpl::verify_index_checks() {
 
 void DeviceImpl::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset, uint64_t bytes) {
   if (bytes == 0) return;
+  if (recording_) {
+    RecordingImpl::Command c;
+    c.kind = RecordingImpl::Command::Copy;
+    c.op = "copy";
+    c.src = src;
+    c.dst = dst;
+    c.src_offset = src_offset;
+    c.dst_offset = dst_offset;
+    c.bytes = bytes;
+    recording_->referenced.insert(src);
+    recording_->referenced.insert(dst);
+    recording_->commands.push_back(std::move(c));
+    return;
+  }
   ensure_encoder();
   end_pass();
   api.CommandEncoderCopyBufferToBuffer(encoder_, src, src_offset, dst, dst_offset, bytes);
@@ -534,6 +584,31 @@ void DeviceImpl::dispatch(const DispatchDesc& d) {
                 std::to_string(d.groups_y) + "x" + std::to_string(d.groups_z) +
                 " workgroups exceeds the per-dimension limit " + std::to_string(maxd));
   if (d.groups_x == 0 || d.groups_y == 0 || d.groups_z == 0) return;
+  if (d.storage.size() + 1 > 16) throw Error("'" + std::string(d.op) + "': too many bindings");
+  if (recording_) {
+    RecordingImpl& r = *recording_;
+    RecordingImpl::Command c;
+    c.op = std::string(d.op);
+    c.pipeline = d.pipeline;
+    if (d.uniforms) {
+      const size_t align = std::max<size_t>(limits.min_uniform_offset_alignment, 16);
+      c.uniform_offset = (r.uniforms.size() + align - 1) / align * align;
+      c.uniform_bytes = d.uniform_bytes;
+      r.uniforms.resize(c.uniform_offset + d.uniform_bytes, 0);
+      std::memcpy(r.uniforms.data() + c.uniform_offset, d.uniforms, d.uniform_bytes);
+    }
+    for (const auto& b : d.storage) {
+      c.storage.push_back(b.buffer);
+      r.referenced.insert(b.buffer);
+    }
+    c.groups_x = d.groups_x;
+    c.groups_y = d.groups_y;
+    c.groups_z = d.groups_z;
+    c.counted = d.counted;
+    if (d.counted) ++r.dispatches;
+    r.commands.push_back(std::move(c));
+    return;
+  }
 
   WGPUBindGroupEntry entries[16]{};
   size_t n = 0;
@@ -545,7 +620,6 @@ void DeviceImpl::dispatch(const DispatchDesc& d) {
     entries[n].size = d.uniform_bytes;
     ++n;
   }
-  if (d.storage.size() + n > 16) throw Error("'" + std::string(d.op) + "': too many bindings");
   for (size_t i = 0; i < d.storage.size(); ++i, ++n) {
     entries[n].binding = static_cast<uint32_t>(i + 1);
     entries[n].buffer = d.storage[i].buffer;
@@ -656,6 +730,106 @@ Device::Timing DeviceImpl::end_timing() {
   return {ts[1] >= ts[0] ? static_cast<double>(ts[1] - ts[0]) * 1e-9 : 0.0, true};
 }
 
+// ---- recording ----------------------------------------------------------------------------------------------------
+
+void DeviceImpl::begin_recording() {
+  if (recording_) throw Error("Device::record: a recording is already in progress (recordings do not nest)");
+  if (lost) check("recording");
+  // Work issued so far runs before anything recorded; its index checks are settled now, so the recording's own
+  // start at bit 0.
+  flush();
+  verify_index_checks();
+  recording_ = std::make_shared<RecordingImpl>();
+  recording_->device = shared_from_this();
+  recording_->serial = ++recordings_;
+}
+
+void DeviceImpl::abort_recording() {
+  if (!recording_) return;
+  std::shared_ptr<RecordingImpl> r = std::move(recording_);
+  recording_.reset();
+  index_checks_.clear();
+  r->commands.clear();  // nothing was built; its buffers go back to the pool with it
+}
+
+std::shared_ptr<RecordingImpl> DeviceImpl::end_recording() {
+  if (!recording_) throw Error("Device::end_recording without begin_recording");
+  std::shared_ptr<RecordingImpl> r = std::move(recording_);
+  recording_.reset();
+  r->index_checks = std::move(index_checks_);
+  index_checks_.clear();
+  try {
+    if (!r->uniforms.empty()) {
+      const uint64_t bytes = (r->uniforms.size() + 3) / 4 * 4;
+      r->uniforms.resize(bytes, 0);
+      r->uniform_buffer = create_buffer(bytes, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "recorded uniforms");
+      write_idle(r->uniform_buffer, 0, r->uniforms.data(), bytes);
+    }
+    for (auto& c : r->commands) {
+      if (c.kind != RecordingImpl::Command::Dispatch) continue;
+      WGPUBindGroupEntry entries[16]{};
+      size_t n = 0;
+      if (c.uniform_bytes) {
+        entries[n].binding = 0;
+        entries[n].buffer = r->uniform_buffer;
+        entries[n].offset = c.uniform_offset;
+        entries[n].size = c.uniform_bytes;
+        ++n;
+      }
+      for (size_t i = 0; i < c.storage.size(); ++i, ++n) {
+        entries[n].binding = static_cast<uint32_t>(i + 1);
+        entries[n].buffer = c.storage[i];
+        entries[n].size = WGPU_WHOLE_SIZE;
+      }
+      WGPUBindGroupDescriptor bgd{};
+      bgd.label = sv(c.op);
+      bgd.layout = c.pipeline->layout;
+      bgd.entryCount = n;
+      bgd.entries = entries;
+      api.DevicePushErrorScope(device, WGPUErrorFilter_Validation);
+      c.bind_group = api.DeviceCreateBindGroup(device, &bgd);
+      const ScopeResult scope = pop_error_scope(api, device, [this](const bool& done) { wait(done, "recording"); });
+      if (scope.type != WGPUErrorType_NoError)
+        throw GpuError("'" + c.op + "': the device rejected the recorded dispatch's bindings: " + scope.message);
+    }
+  } catch (...) {
+    r->retained.clear();
+    throw;
+  }
+  // Keep every live storage a command references: a replay may run long after the tensors that made it are gone.
+  for (WGPUBuffer b : r->referenced)
+    if (auto it = live_.find(b); it != live_.end())
+      if (auto s = it->second.lock()) r->retained.push_back(std::move(s));
+  r->referenced.clear();
+  check("recording");
+  return r;
+}
+
+void DeviceImpl::replay(const RecordingImpl& r) {
+  no_recording("replaying a recording");
+  if (r.device.get() != this) throw ArgumentError("replay: the recording belongs to another device");
+  if (lost) check("replay");
+  // Index-error bits are numbered per recording: settle other work's before this recording's take them over
+  // (a recording replayed back to back shares its own numbering).
+  if (!index_checks_.empty() && index_checks_ != r.index_checks) verify_index_checks();
+  for (const auto& c : r.commands) {
+    if (c.kind == RecordingImpl::Command::Copy) {
+      ensure_encoder();
+      end_pass();
+      api.CommandEncoderCopyBufferToBuffer(encoder_, c.src, c.src_offset, c.dst, c.dst_offset, c.bytes);
+      continue;
+    }
+    ensure_pass();
+    api.ComputePassEncoderSetPipeline(pass_, c.pipeline->pipeline);
+    api.ComputePassEncoderSetBindGroup(pass_, 0, c.bind_group, 0, nullptr);
+    api.ComputePassEncoderDispatchWorkgroups(pass_, c.groups_x, c.groups_y, c.groups_z);
+    if (c.counted) ++stats.dispatches;
+    ++batch_dispatches_;
+  }
+  index_checks_ = r.index_checks;
+  check("replay");
+}
+
 }  // namespace detail
 
 // ---- Device ------------------------------------------------------------------------------------------------------
@@ -673,6 +847,19 @@ void Device::flush() { impl_->flush(); }
 void Device::synchronize() { impl_->synchronize(); }
 void Device::begin_timing() { impl_->begin_timing(); }
 Device::Timing Device::end_timing() { return impl_->end_timing(); }
+void Device::begin_recording() { impl_->begin_recording(); }
+void Device::abort_recording() { impl_->abort_recording(); }
+Recording Device::end_recording() {
+  Recording r;
+  r.impl_ = impl_->end_recording();
+  return r;
+}
+
+void Recording::replay() const {
+  if (!impl_) throw ArgumentError("replay of an empty recording");
+  impl_->device->replay(*impl_);
+}
+size_t Recording::dispatches() const { return impl_ ? impl_->dispatches : 0; }
 
 Device Device::open(const DeviceOptions& requested) {
   const Api& api = gpu::dawn();

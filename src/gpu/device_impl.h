@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -20,6 +22,8 @@ namespace wgtrain::detail {
 
 using namespace wgtrain::webgpu;
 
+struct RecordingImpl;
+
 // GPU memory behind one or more tensors. Returned to the device's pool when the last view goes.
 struct Storage {
   std::shared_ptr<DeviceImpl> device;
@@ -28,6 +32,10 @@ struct Storage {
   uint64_t bytes = 0;     // bytes asked for
   // [min, max] of the int32 values, where the host wrote them (Tensor::from_host); lets index ops check on the host.
   std::optional<std::pair<int32_t, int32_t>> int_range;
+  // Filled by the host when allocated (its contents matter from the start), rather than an op's output.
+  bool host_written = false;
+  // The serial of the recording this storage was allocated in as an op's output; 0 if none (see RecordingImpl).
+  uint64_t recorded_in = 0;
   ~Storage();
 };
 
@@ -57,6 +65,42 @@ struct DispatchDesc {
   std::vector<Binding> storage;     // bound at @binding(1), (2), ... in order
   uint32_t groups_x = 1, groups_y = 1, groups_z = 1;
   bool counted = true;  // false for the runtime's own work (poisoning), kept out of stats.dispatches
+};
+
+// Work recorded by Device::record for replay: dispatches with their bind groups built once, and copies.
+//
+// Buffers: a replay reads and writes the same buffers every time, so none of them may be handed to other work
+// while the recording lives. Live storages it references are kept (`retained`). A referenced buffer released while
+// recording stays with the recording: an op output allocated inside the recording may serve a later output of the
+// same recording (commands replay in order, and each output is written before it is read), anything else (host
+// data, tensors from before the recording) is pinned as it is, since a later replay reads it again.
+struct RecordingImpl {
+  struct Command {
+    enum Kind : uint8_t { Dispatch, Copy } kind = Dispatch;
+    std::string op;
+    const Pipeline* pipeline = nullptr;
+    size_t uniform_offset = 0, uniform_bytes = 0;  // into `uniforms`; bytes 0: no uniform block
+    std::vector<WGPUBuffer> storage;
+    uint32_t groups_x = 1, groups_y = 1, groups_z = 1;
+    bool counted = true;
+    WGPUBindGroup bind_group = nullptr;  // built by end_recording
+    WGPUBuffer src = nullptr, dst = nullptr;  // Copy
+    uint64_t src_offset = 0, dst_offset = 0, bytes = 0;
+  };
+  std::shared_ptr<DeviceImpl> device;
+  uint64_t serial = 0;  // this device's recordings count from 1
+  std::vector<Command> commands;
+  std::vector<uint8_t> uniforms;  // every dispatch's uniform block, at aligned offsets
+  WGPUBuffer uniform_buffer = nullptr;
+  std::vector<std::string> index_checks;  // the ops behind the index-error bits its dispatches set
+  size_t dispatches = 0;
+
+  std::unordered_set<WGPUBuffer> referenced;
+  std::map<uint64_t, std::vector<WGPUBuffer>> reusable;  // released op outputs of this recording, by capacity
+  std::vector<std::pair<WGPUBuffer, uint64_t>> pinned;   // released, referenced, not reusable
+  std::vector<std::shared_ptr<Storage>> retained;
+
+  ~RecordingImpl();
 };
 
 struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
@@ -89,7 +133,9 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   // idle. Otherwise (an op's output) it may also be one released since the last submit: recorded dispatches run
   // in order, so the earlier readers are done with it before the new writer starts.
   std::shared_ptr<Storage> allocate(uint64_t bytes, std::string_view what, bool host_write = false);
-  void release(WGPUBuffer buffer, uint64_t capacity);  // from ~Storage
+  void release(Storage& s);  // from ~Storage
+  // Hands a buffer back to the pool (it may still be read by recorded, unsubmitted work).
+  void release_buffer(WGPUBuffer buffer, uint64_t capacity);
   // Writes host bytes into a buffer, ordered after all work recorded so far.
   void write(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes);
   // The same for a buffer no recorded work uses (freshly allocated): no flush. Both go in chunks, since Dawn
@@ -122,6 +168,13 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   // ---- timing -------------------------------------------------------------------------------------------------
   void begin_timing();
   Device::Timing end_timing();
+
+  // ---- recording (Device::record) --------------------------------------------------------------------------
+  bool recording() const { return recording_ != nullptr; }
+  void begin_recording();
+  std::shared_ptr<RecordingImpl> end_recording();
+  void abort_recording();
+  void replay(const RecordingImpl& r);
 
  private:
   // Pool: free buffers by capacity. A released buffer joins the free pool only at the next flush, so a buffer that
@@ -165,6 +218,12 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   bool timing_ = false;
   bool timing_first_pass_ = false;
   std::chrono::steady_clock::time_point timing_start_;
+
+  // The recording in progress, and every live storage by buffer (so a recording can keep what it references).
+  std::shared_ptr<RecordingImpl> recording_;
+  uint64_t recordings_ = 0;
+  std::unordered_map<WGPUBuffer, std::weak_ptr<Storage>> live_;
+  void no_recording(const char* what) const;
 
   friend class wgtrain::Device;
   void wait(const bool& done, const char* what);

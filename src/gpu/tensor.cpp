@@ -235,6 +235,26 @@ std::vector<T> to_host_impl(const Tensor& t, DType want) {
 }
 }  // namespace
 
+namespace {
+template <class T>
+void write_impl(const Tensor& t, std::span<const T> data, DType want) {
+  if (!t.defined()) throw ArgumentError("write into an undefined tensor");
+  if (t.dtype() != want)
+    throw ArgumentError(std::string("write: the tensor is ") + dtype_name(t.dtype()) + ", the data " +
+                        dtype_name(want));
+  if (!t.is_contiguous()) throw ArgumentError("write: the tensor " + shape_str(t.shape()) + " is not contiguous");
+  if (static_cast<int64_t>(data.size()) != t.numel())
+    throw ArgumentError("write: " + std::to_string(data.size()) + " values given for shape " + shape_str(t.shape()));
+  // The host no longer knows every value the storage holds: index ops fall back to their GPU check.
+  t.storage()->int_range.reset();
+  t.device_impl().write(t.storage()->buffer, static_cast<uint64_t>(t.offset()) * 4, data.data(),
+                        data.size() * sizeof(T));
+}
+}  // namespace
+
+void Tensor::write(std::span<const float> data) const { write_impl(*this, data, DType::F32); }
+void Tensor::write(std::span<const int32_t> data) const { write_impl(*this, data, DType::I32); }
+
 std::vector<float> Tensor::to_host_f32() const { return to_host_impl<float>(*this, DType::F32); }
 std::vector<int32_t> Tensor::to_host_i32() const { return to_host_impl<int32_t>(*this, DType::I32); }
 
