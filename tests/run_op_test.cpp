@@ -51,6 +51,7 @@ std::optional<Example> example_for(const OpSchema& s) {
       {"logical_not", {{{"self", {5}, B, 0, 1}}, {}}},
       {"gather", {{{"self", {4, 3}}, {"index", {2, 3}, I, 0, 3}}, {{"dim", "0"}}}},
       {"embedding", {{{"weight", {10, 4}}, {"indices", {5}, I, 0, 9}}, {}}},
+      {"embedding_backward", {{{"grad_output", {2, 5, 3}}, {"indices", {2, 5}, I, 0, 6}}, {{"num_weights", "7"}}}},
       {"mm", {{{"self", {3, 4}}, {"mat2", {4, 5}}}, {}}},
       {"bmm", {{{"self", {2, 3, 4}}, {"mat2", {2, 4, 5}}}, {}}},
       {"linear", {{{"input", {2, 3, 4}}, {"weight", {5, 4}}, {"bias", {5}}}, {}}},

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "wgtrain/tensor.h"
@@ -23,9 +24,33 @@ struct AdamWParam {
   double weight_decay = -1;
 };
 
-// One optimizer step (step counts from 1) over every parameter: as torch.optim.AdamW, operation for operation.
-// Parameters whose four tensors share buffers with the others' (views into flat arenas) go in one dispatch; each
-// distinct set of buffers takes one. The step's scalars travel as uniforms: no read-back.
+// AdamW over a fixed list of parameters, as torch.optim.AdamW computes it, operation for operation. Parameters whose
+// four tensors share buffers with the others' (views into flat arenas) go in one dispatch; each distinct set of
+// buffers takes one. Built for a training loop that records its update once and replays it (Device::record): the
+// segment tables are made here, once, and each step's scalars (learning rate, bias corrections, decay factors)
+// live in a small device buffer that set_step rewrites, so a recorded update reads the current step's values.
+class AdamW {
+ public:
+  // Checks every parameter (float32, contiguous, one shape per param/grad/m/v, four distinct buffers), and sets
+  // the scalars of step 1 with options.lr.
+  AdamW(std::vector<AdamWParam> params, AdamWOptions options);
+  ~AdamW();
+  AdamW(AdamW&&) noexcept;
+  AdamW& operator=(AdamW&&) noexcept;
+
+  // Sets the scalars of step `step` (counting from 1) with learning rate `lr` (the options' beta1, beta2, eps and
+  // weight decays stay). A queue write in order after the work recorded so far: no wait.
+  void set_step(int64_t step, double lr);
+  // Records the update of every parameter with the scalars last set.
+  void update() const;
+  const AdamWOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One optimizer step (step counts from 1) over every parameter, with options.lr: an AdamW used once.
 void adamw_step(const std::vector<AdamWParam>& params, const AdamWOptions& options, int64_t step);
 
 }  // namespace wgtrain::ops

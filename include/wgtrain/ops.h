@@ -23,6 +23,8 @@ Tensor expand_copy(const Tensor& x, const Shape& shape);
 Tensor full(Device& device, const Shape& shape, double value, DType dtype = DType::F32);
 // A tensor like x with every element `value`.
 Tensor fill(const Tensor& like, double value);
+// Sets every element of a contiguous tensor (or view) to `value`, in place.
+void fill_(const Tensor& t, double value);
 // Concatenation along dim; every other dim must match, dtypes too.
 Tensor cat(const std::vector<Tensor>& tensors, int dim);
 // Writes src into the view dst (same shape and dtype), in place: slice assignment.
@@ -82,6 +84,10 @@ Tensor logical_not(const Tensor& x);
 Tensor gather(const Tensor& input, int dim, const Tensor& index);
 // out[..., :] = weight[indices[...], :]
 Tensor embedding(const Tensor& weight, const Tensor& indices);
+// The gradient of embedding with respect to its weight: out[v, :] = sum of grad[i, :] over the positions i whose
+// index is v (grad is indices' shape plus [D]; out is [num_weights, D], zero for rows no index names). The sum runs
+// in position order on every run: deterministic, unlike a scatter with float atomics.
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights);
 
 // ---- elementwise arithmetic, by name ----
 Tensor add(const Tensor& a, const Tensor& b, float alpha = 1.0f);  // a + alpha * b

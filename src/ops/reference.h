@@ -47,6 +47,7 @@ HostTensor cat(const std::vector<HostTensor>& xs, int dim);
 // gather: index values are stored as doubles
 HostTensor gather(const HostTensor& input, int dim, const HostTensor& index);
 HostTensor embedding(const HostTensor& weight, const HostTensor& indices);
+HostTensor embedding_backward(const HostTensor& grad, const HostTensor& indices, int64_t num_weights);
 HostTensor binary_scalar(const char* op, const HostTensor& a, double s);
 // A broadcast copy (expand), used by the references above.
 HostTensor expand(const HostTensor& a, const Shape& shape);

@@ -19,29 +19,42 @@ namespace {
 struct alignas(16) AdamWParams {
   uint32_t total, segments, pad0, pad1;
   float one_minus_beta1, beta2, one_minus_beta2, eps;
-  float neg_step_size, sqrt_bc2, pad2, pad3;
 };
-static_assert(sizeof(AdamWParams) == 48);
+static_assert(sizeof(AdamWParams) == 32);
 
 struct Segment {
-  uint32_t start, len, p_off, g_off, m_off, v_off;
-  float decay;
-  uint32_t pad;
+  uint32_t start, len, p_off, g_off, m_off, v_off, pad0, pad1;
 };
 static_assert(sizeof(Segment) == 32);
 
+using wgtrain::detail::Storage;
+
 }  // namespace
 
-void adamw_step(const std::vector<AdamWParam>& params, const AdamWOptions& o, int64_t step) {
-  if (step < 1) throw ArgumentError("adamw_step: step counts from 1, got " + std::to_string(step));
+// One dispatch's worth: the parameters that share four buffers.
+struct AdamW::Impl {
+  struct Group {
+    std::vector<AdamWParam> params;
+    std::vector<double> decays;  // each segment's weight decay
+    Tensor table;                // Segment[]
+    Tensor step_scalars;         // [4 + segments] f32, rewritten by set_step
+    AdamWParams uniforms{};
+    bool vec4 = true;
+  };
+  AdamWOptions options;
+  std::vector<Group> groups;
+  mutable bool used = false;  // an update was issued: later scalar writes must be ordered after it
+};
+
+AdamW::AdamW(std::vector<AdamWParam> params, AdamWOptions o) : impl_(std::make_unique<Impl>()) {
   if (!(o.lr >= 0) || !(o.eps > 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
-    throw ArgumentError("adamw_step: need lr >= 0, eps > 0, 0 <= beta1, beta2 < 1");
-  using Key = std::tuple<const wgtrain::detail::Storage*, const wgtrain::detail::Storage*, const wgtrain::detail::Storage*,
-                         const wgtrain::detail::Storage*>;
-  std::map<Key, std::vector<const AdamWParam*>> groups;
+    throw ArgumentError("adamw: need lr >= 0, eps > 0, 0 <= beta1, beta2 < 1");
+  impl_->options = o;
+  using Key = std::tuple<const Storage*, const Storage*, const Storage*, const Storage*>;
+  std::map<Key, size_t> group_of;
   for (size_t i = 0; i < params.size(); ++i) {
     const AdamWParam& p = params[i];
-    const std::string what = "adamw_step: parameter " + std::to_string(i);
+    const std::string what = "adamw: parameter " + std::to_string(i);
     for (const Tensor* t : {&p.param, &p.grad, &p.m, &p.v}) {
       check_dtype(what.c_str(), *t, "tensor", {DType::F32});
       if (!t->is_contiguous()) throw ArgumentError(what + ": tensors must be contiguous");
@@ -50,62 +63,100 @@ void adamw_step(const std::vector<AdamWParam>& params, const AdamWOptions& o, in
                             ", m " + shape_str(p.m.shape()) + ", v " + shape_str(p.v.shape()) + " differ");
       check_same_device(what.c_str(), *t, p.param);
     }
-    const wgtrain::detail::Storage* s[4] = {p.param.storage().get(), p.grad.storage().get(), p.m.storage().get(),
-                                   p.v.storage().get()};
+    const Storage* s[4] = {p.param.storage().get(), p.grad.storage().get(), p.m.storage().get(),
+                           p.v.storage().get()};
     for (int a = 0; a < 4; ++a)
       for (int b = a + 1; b < 4; ++b)
         if (s[a] == s[b]) throw ArgumentError(what + ": param, grad, m and v must live in four different buffers");
-    groups[{s[0], s[1], s[2], s[3]}].push_back(&p);
+    if (p.param.numel() == 0) continue;
+    auto [it, fresh] = group_of.try_emplace(Key{s[0], s[1], s[2], s[3]}, impl_->groups.size());
+    if (fresh) impl_->groups.emplace_back();
+    impl_->groups[it->second].params.push_back(p);
   }
-  // Torch's scalars, rounded to f32 where torch's kernels use them as f32.
-  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
-  AdamWParams u{};
-  u.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
-  u.beta2 = static_cast<float>(o.beta2);
-  u.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
-  u.eps = static_cast<float>(o.eps);
-  u.neg_step_size = static_cast<float>(-(o.lr / bc1));
-  u.sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
-
-  for (const auto& [key, list] : groups) {
-    bool vec4 = true;
-    for (const AdamWParam* p : list)
-      for (const Tensor* t : {&p->param, &p->grad, &p->m, &p->v})
-        vec4 = vec4 && t->numel() % 4 == 0 && t->offset() % 4 == 0;
-    const int64_t unit = vec4 ? 4 : 1;
+  for (auto& g : impl_->groups) {
+    for (const AdamWParam& p : g.params)
+      for (const Tensor* t : {&p.param, &p.grad, &p.m, &p.v})
+        g.vec4 = g.vec4 && t->numel() % 4 == 0 && t->offset() % 4 == 0;
+    const int64_t unit = g.vec4 ? 4 : 1;
     std::vector<Segment> segs;
     uint64_t total = 0;
-    for (const AdamWParam* p : list) {
-      if (p->param.numel() == 0) continue;
-      const double wd = p->weight_decay >= 0 ? p->weight_decay : o.weight_decay;
+    for (const AdamWParam& p : g.params) {
       Segment s{};
       s.start = u32(static_cast<int64_t>(total), "elements");
-      s.len = u32(p->param.numel() / unit, "elements");
-      s.p_off = u32(p->param.offset() / unit, "offset");
-      s.g_off = u32(p->grad.offset() / unit, "offset");
-      s.m_off = u32(p->m.offset() / unit, "offset");
-      s.v_off = u32(p->v.offset() / unit, "offset");
-      s.decay = static_cast<float>(1.0 - o.lr * wd);
+      s.len = u32(p.param.numel() / unit, "elements");
+      s.p_off = u32(p.param.offset() / unit, "offset");
+      s.g_off = u32(p.grad.offset() / unit, "offset");
+      s.m_off = u32(p.m.offset() / unit, "offset");
+      s.v_off = u32(p.v.offset() / unit, "offset");
       segs.push_back(s);
+      g.decays.push_back(p.weight_decay >= 0 ? p.weight_decay : o.weight_decay);
       total += s.len;
     }
-    if (segs.empty()) continue;
-    u.total = u32(static_cast<int64_t>(total), "elements");
-    u.segments = static_cast<uint32_t>(segs.size());
-    const AdamWParam& first = *list.front();
+    DeviceImpl& dev = g.params.front().param.device_impl();
+    g.table = upload_words(dev, segs.data(), segs.size() * sizeof(Segment));
+    // Allocated for the host to fill (set_step): not poisoned on the GPU after that write.
+    const Shape n_scalars = {static_cast<int64_t>(4 + segs.size())};
+    g.step_scalars = Tensor(dev.allocate(static_cast<uint64_t>(n_scalars[0]) * 4, "adamw step scalars", true),
+                            n_scalars, contiguous_strides(n_scalars), 0, DType::F32);
+    g.uniforms.total = u32(static_cast<int64_t>(total), "elements");
+    g.uniforms.segments = static_cast<uint32_t>(segs.size());
+    g.uniforms.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
+    g.uniforms.beta2 = static_cast<float>(o.beta2);
+    g.uniforms.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
+    g.uniforms.eps = static_cast<float>(o.eps);
+  }
+  set_step(1, o.lr);
+}
+
+AdamW::~AdamW() = default;
+AdamW::AdamW(AdamW&&) noexcept = default;
+AdamW& AdamW::operator=(AdamW&&) noexcept = default;
+
+const AdamWOptions& AdamW::options() const { return impl_->options; }
+
+void AdamW::set_step(int64_t step, double lr) {
+  if (step < 1) throw ArgumentError("adamw: step counts from 1, got " + std::to_string(step));
+  if (!(lr >= 0)) throw ArgumentError("adamw: the learning rate must be >= 0, got " + std::to_string(lr));
+  const AdamWOptions& o = impl_->options;
+  // Torch's scalars, computed in double as Python does, rounded to f32 where its kernels use them as f32.
+  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
+  for (auto& g : impl_->groups) {
+    std::vector<float> v(4 + g.decays.size(), 0.0f);
+    v[0] = static_cast<float>(-(lr / bc1));
+    v[1] = static_cast<float>(std::sqrt(bc2));
+    for (size_t s = 0; s < g.decays.size(); ++s) v[4 + s] = static_cast<float>(1.0 - lr * g.decays[s]);
+    DeviceImpl& dev = g.step_scalars.device_impl();
+    // Before the first update nothing reads the buffer yet, so the write needs no flush.
+    if (impl_->used)
+      dev.write(g.step_scalars.storage()->buffer, 0, v.data(), v.size() * 4);
+    else
+      dev.write_idle(g.step_scalars.storage()->buffer, 0, v.data(), v.size() * 4);
+  }
+}
+
+void AdamW::update() const {
+  for (const auto& g : impl_->groups) {
+    const AdamWParam& first = g.params.front();
     DeviceImpl& dev = first.param.device_impl();
-    const Tensor table = upload_words(dev, segs.data(), segs.size() * sizeof(Segment));
-    const auto& pipe = dev.pipeline("adamw/adamw", {{"VEC", vec4 ? "4" : "1"}, {"T", vec4 ? "vec4<f32>" : "f32"}});
-    const auto [gx, gy] = dev.grid((total + 255) / 256);
-    dev.dispatch({"adamw_step", &pipe, &u, sizeof u,
-                  {{table.storage()->buffer},
+    const auto& pipe = dev.pipeline("adamw/adamw", {{"VEC", g.vec4 ? "4" : "1"}, {"T", g.vec4 ? "vec4<f32>" : "f32"}});
+    const auto [gx, gy] = dev.grid((static_cast<uint64_t>(g.uniforms.total) + 255) / 256);
+    dev.dispatch({"adamw_step", &pipe, &g.uniforms, sizeof g.uniforms,
+                  {{g.table.storage()->buffer},
                    {first.grad.storage()->buffer},
                    {first.param.storage()->buffer},
                    {first.m.storage()->buffer},
-                   {first.v.storage()->buffer}},
+                   {first.v.storage()->buffer},
+                   {g.step_scalars.storage()->buffer}},
                   gx, gy, 1});
   }
+  impl_->used = true;
+}
+
+void adamw_step(const std::vector<AdamWParam>& params, const AdamWOptions& o, int64_t step) {
+  AdamW opt(params, o);
+  opt.set_step(step, o.lr);
+  opt.update();
 }
 
 namespace detail {

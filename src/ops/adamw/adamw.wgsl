@@ -5,8 +5,10 @@
 //   v  = v * beta2 + (1 - beta2) * g * g
 //   p += -(lr / bc1) * (m / (sqrt(v) / sqrt(bc2) + eps)),   bc1 = 1 - beta1^step, bc2 = 1 - beta2^step
 // over any number of parameters in one dispatch: segments[] lists each one's length and the offsets of its param,
-// grad, m and v (in units of VEC elements) in four shared buffers, and its weight decay. A thread finds its segment
-// by binary search over the segments' starts. Variant: VEC (1, or 4 when every length and offset is a multiple of 4).
+// grad, m and v (in units of VEC elements) in four shared buffers. A thread finds its segment by binary search
+// over the segments' starts. The scalars that change from step to step are not uniforms but `step_scalars`, which
+// the host rewrites before each step, so a recorded dispatch replays: -lr / bc1, sqrt(bc2), then each segment's
+// decay factor 1 - lr * weight_decay. Variant: VEC (1, or 4 when every length and offset is a multiple of 4).
 
 const WG: u32 = 256u;
 const VEC: u32 = {{VEC}}u;
@@ -21,10 +23,6 @@ struct Params {
   beta2: f32,
   one_minus_beta2: f32,
   eps: f32,
-  neg_step_size: f32,   // -lr / bc1
-  sqrt_bc2: f32,
-  _pad2: f32,
-  _pad3: f32,
 }
 
 struct Segment {
@@ -34,8 +32,8 @@ struct Segment {
   g_off: u32,
   m_off: u32,
   v_off: u32,
-  decay: f32,       // 1 - lr * weight_decay
-  _pad: u32,
+  _pad0: u32,
+  _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -44,6 +42,8 @@ struct Segment {
 @group(0) @binding(3) var<storage, read_write> param: array<T>;
 @group(0) @binding(4) var<storage, read_write> m1: array<T>;
 @group(0) @binding(5) var<storage, read_write> m2: array<T>;
+// [0] -lr / bc1, [1] sqrt(bc2), [2], [3] unused, [4 + s] segment s's 1 - lr * weight_decay
+@group(0) @binding(6) var<storage, read> step_scalars: array<f32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -65,7 +65,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   let s = segments[lo];
   let e = i - s.start;
   let g = grad[s.g_off + e];
-  let w = param[s.p_off + e] * s.decay;
+  let w = param[s.p_off + e] * step_scalars[4u + lo];
   let m0 = m1[s.m_off + e];
   let wt = p.one_minus_beta1;
   var m: T;
@@ -77,5 +77,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   let v = m2[s.v_off + e] * p.beta2 + p.one_minus_beta2 * g * g;
   m1[s.m_off + e] = m;
   m2[s.v_off + e] = v;
-  param[s.p_off + e] = w + p.neg_step_size * (m / (sqrt(v) / p.sqrt_bc2 + p.eps));
+  param[s.p_off + e] = w + step_scalars[0] * (m / (sqrt(v) / step_scalars[1] + p.eps));
 }

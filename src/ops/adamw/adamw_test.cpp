@@ -92,6 +92,37 @@ TEST(AdamW, TenStepsMatchACpuLoop) {
   }
 }
 
+TEST(AdamW, ARecordedUpdateReplaysWithEachStepsScalars) {
+  // Two parameters in shared arenas with different weight decays; the update recorded once, replayed 10 times
+  // with a new learning rate and new gradients each step.
+  const int64_t n0 = 37, n1 = 100;
+  const ref::HostTensor p0 = random_host({n0 + n1});
+  Tensor ap = upload(p0), ag = Tensor::empty(test::device(), {n0 + n1});
+  Tensor am = ops::full(test::device(), {n0 + n1}, 0.0), av = ops::full(test::device(), {n0 + n1}, 0.0);
+  auto part = [](const Tensor& t, int64_t a, int64_t b) { return t.slice(0, a, b); };
+  ops::AdamWOptions o;
+  o.weight_decay = 0.1;
+  ops::AdamW opt({{part(ap, 0, n0), part(ag, 0, n0), part(am, 0, n0), part(av, 0, n0), 0.0},
+                  {part(ap, n0, n0 + n1), part(ag, n0, n0 + n1), part(am, n0, n0 + n1), part(av, n0, n0 + n1), -1}},
+                 o);
+  const Recording rec = test::device().record([&] { opt.update(); });
+  EXPECT_EQ(rec.dispatches(), 1u);
+  HostParam h0{{p0.data.begin(), p0.data.begin() + n0}, std::vector<double>(n0, 0.0), std::vector<double>(n0, 0.0), 0.0};
+  HostParam h1{{p0.data.begin() + n0, p0.data.end()}, std::vector<double>(n1, 0.0), std::vector<double>(n1, 0.0), 0.1};
+  for (int step = 1; step <= 10; ++step) {
+    const double lr = 1e-2 / step;
+    const auto g = random_host({n0 + n1}, -2, 2);
+    ag.write(std::vector<float>(g.data.begin(), g.data.end()));
+    opt.set_step(step, lr);
+    rec.replay();
+    ref::adamw_step(h0.p, h0.m, h0.v, {g.data.begin(), g.data.begin() + n0}, lr, o.beta1, o.beta2, o.eps, h0.wd, step);
+    ref::adamw_step(h1.p, h1.m, h1.v, {g.data.begin() + n0, g.data.end()}, lr, o.beta1, o.beta2, o.eps, h1.wd, step);
+  }
+  const auto got = as_double(ap);
+  expect_close({got.begin(), got.begin() + n0}, h0.p, 1e-6 * 1e-2 * 10, "param 0");
+  expect_close({got.begin() + n0, got.end()}, h1.p, 1e-6 * 1e-2 * 10, "param 1");
+}
+
 TEST(AdamW, SharedArenasTakeOneDispatch) {
   Tensor p = upload(random_host({256})), g = upload(random_host({256})), m = ops::mul(p, 0.0f), v = ops::mul(p, 0.0f);
   std::vector<ops::AdamWParam> ps;
@@ -113,6 +144,8 @@ TEST(AdamW, RejectsBadArguments) {
   ops::AdamWOptions bad;
   bad.beta1 = 1.0;
   EXPECT_THROW(ops::adamw_step({{p, g, m, upload(random_host({4})), -1}}, bad, 1), ArgumentError);
+  ops::AdamW opt({{p, g, m, upload(random_host({4})), -1}}, {});
+  EXPECT_THROW(opt.set_step(0, 1e-3), ArgumentError);
 }
 
 }  // namespace

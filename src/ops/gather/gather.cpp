@@ -1,4 +1,5 @@
-// gather(input, dim, index) and embedding(weight, indices), both through gather.wgsl.
+// gather(input, dim, index) and embedding(weight, indices), both through gather.wgsl; embedding_backward, the
+// gradient of embedding with respect to its weight, through embedding_backward.wgsl.
 // Index safety, twice over: where the host knows an index tensor's values (uploaded from the host), a bad index is
 // an ArgumentError before any dispatch; the kernel never reads out of bounds regardless, and reports any index it
 // had to refuse at the next read-back (DeviceImpl::index_check_bit).
@@ -85,6 +86,35 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return run_gather("embedding", weight, 0, idx_view, w_view);
 }
 
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights) {
+  check_dtype("embedding_backward", grad, "grad_output", {DType::F32});
+  check_dtype("embedding_backward", indices, "indices", {DType::I32});
+  check_same_device("embedding_backward", grad, indices);
+  if (num_weights <= 0)
+    throw ArgumentError("embedding_backward: num_weights must be positive, got " + std::to_string(num_weights));
+  const Shape lead(grad.shape().begin(), grad.shape().end() - (grad.rank() ? 1 : 0));
+  if (grad.rank() != indices.rank() + 1 || lead != indices.shape())
+    throw ArgumentError("embedding_backward: grad_output " + shape_str(grad.shape()) + " must be indices' shape " +
+                        shape_str(indices.shape()) + " plus the embedding dim");
+  check_known_indices("embedding_backward", indices, num_weights, "a weight of rows");
+  const int64_t D = grad.size(-1), M = indices.numel();
+  DeviceImpl& dev = grad.device_impl();
+  Tensor out = new_tensor(dev, {num_weights, D}, DType::F32);
+  if (D == 0) return out;
+  const Tensor g = contiguous(grad), idx = contiguous(indices);
+  struct alignas(16) Params {
+    uint32_t rows, dim, num_weights, index_bit, grad_off, index_off, pad0, pad1;
+  } p{u32(M, "indices"), u32(D, "embedding dim"), u32(num_weights, "num_weights"),
+      dev.index_check_bit("embedding_backward"), u32(g.offset(), "offset"), u32(idx.offset(), "offset"), 0, 0};
+  u32(num_weights * D, "weight elements");
+  const auto [gx, gz] = dev.grid(static_cast<uint64_t>(num_weights));
+  const uint32_t gy = u32((D + 255) / 256, "column blocks");
+  dev.dispatch({"embedding_backward", &dev.pipeline("gather/embedding_backward", {}), &p, sizeof p,
+                {{g.storage()->buffer}, {idx.storage()->buffer}, {out.storage()->buffer}, {dev.index_error_buffer()}},
+                gx, gy, gz});
+  return out;
+}
+
 namespace detail {
 
 void register_gather_ops(Registry& r) {
@@ -116,6 +146,25 @@ void register_gather_ops(Registry& r) {
     return OpTensors{{"out", embedding(input(in, "weight"), input(in, "indices"))}};
   };
   r.add(std::move(e));
+
+  OpSchema b;
+  b.name = "embedding_backward";
+  b.family = "gather";
+  b.summary = "out[v] = sum of grad_output[i] over positions i whose index is v, in position order -> [V, D]";
+  b.inputs = {"grad_output", "indices"};
+  b.args = {{"num_weights", "int", "", "V, the rows of the embedding weight (required)"}};
+  b.outputs = {"out"};
+  b.dtypes = {DType::F32};
+  b.min_rank = 1;
+  b.training_only = true;
+  b.constraints = {"grad_output is indices' shape plus [D]", "indices are int32 in [0, V)",
+                   "deterministic: the same sum order on every run"};
+  b.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    if (!args.has("num_weights")) throw ArgumentError("embedding_backward: missing argument num_weights=<V>");
+    return OpTensors{{"out", embedding_backward(input(in, "grad_output"), input(in, "indices"),
+                                                args.get_int("num_weights", 0))}};
+  };
+  r.add(std::move(b));
 }
 
 }  // namespace detail

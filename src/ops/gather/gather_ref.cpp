@@ -36,4 +36,15 @@ HostTensor embedding(const HostTensor& weight, const HostTensor& indices) {
   return out;
 }
 
+HostTensor embedding_backward(const HostTensor& grad, const HostTensor& indices, int64_t num_weights) {
+  const int64_t D = grad.shape.back();
+  HostTensor out({num_weights, D});
+  for (int64_t i = 0; i < indices.numel(); ++i) {
+    const auto v = static_cast<int64_t>(indices.data[i]);
+    if (v < 0 || v >= num_weights) throw ArgumentError("ref::embedding_backward: index out of range");
+    for (int64_t j = 0; j < D; ++j) out.data[v * D + j] += grad.data[i * D + j];
+  }
+  return out;
+}
+
 }  // namespace wgtrain::ref

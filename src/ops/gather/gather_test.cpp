@@ -2,6 +2,8 @@
 // knows the indices and on the GPU where it does not, and never read out of bounds.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ops/reference.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
@@ -14,6 +16,7 @@ using test::all_close;
 using test::all_equal;
 using test::random_host;
 using test::random_ints;
+using test::shape_label;
 using test::upload;
 using test::upload_i32;
 
@@ -77,6 +80,66 @@ TEST(Embedding, OutOfRangeIndexComputedOnTheGpu) {
   // The flag is cleared: in-range work afterwards reads back fine.
   const Tensor ok = ops::embedding(w, ops::add(Tensor::from_host(test::device(), {4}, idx), 5.0f));
   EXPECT_EQ(ok.to_host_f32().size(), 16u);
+}
+
+// embedding_backward sums grad rows per index in position order, in float32; the float64 reference bounds the
+// error by |error| <= 4e-7 * (repeats of the index) * sum |grad| over the summed rows.
+::testing::AssertionResult embedding_backward_matches(const ref::HostTensor& grad, const ref::HostTensor& idx,
+                                                      int64_t V) {
+  const Tensor got = ops::embedding_backward(upload(grad), upload_i32(idx), V);
+  const int64_t D = grad.shape.back();
+  ref::HostTensor abs_grad = grad;
+  for (auto& v : abs_grad.data) v = std::fabs(v);
+  ref::HostTensor scale = ref::embedding_backward(abs_grad, idx, V);
+  std::vector<int64_t> repeats(V, 0);
+  for (double v : idx.data) ++repeats[static_cast<int64_t>(v)];
+  for (int64_t v = 0; v < V; ++v)
+    for (int64_t j = 0; j < D; ++j) scale.data[v * D + j] *= 4e-7 * static_cast<double>(std::max<int64_t>(repeats[v], 1));
+  return all_close(got, ref::embedding_backward(grad, idx, V), 0, 1.0, &scale);
+}
+
+TEST(EmbeddingBackward, SumsRowsPerIndexAtAwkwardSizes) {
+  struct Case {
+    Shape idx;
+    int64_t V, D;
+  };
+  // Tiles of 256 positions and column blocks of 256: sizes below, at and across both; V = 1; one column.
+  for (const Case& c : {Case{{1}, 1, 1}, Case{{5}, 3, 7}, Case{{3, 17}, 50, 9}, Case{{300}, 7, 257},
+                        Case{{2, 129}, 1000, 13}, Case{{513}, 2, 31}, Case{{4, 64}, 256, 256}}) {
+    SCOPED_TRACE(shape_label(c.idx) + " V " + std::to_string(c.V) + " D " + std::to_string(c.D));
+    Shape gshape = c.idx;
+    gshape.push_back(c.D);
+    const auto grad = random_host(gshape);
+    const auto idx = random_ints(c.idx, 0, static_cast<int>(c.V) - 1);
+    EXPECT_TRUE(embedding_backward_matches(grad, idx, c.V));
+  }
+}
+
+TEST(EmbeddingBackward, OneIndexEverywhereAndRowsNoIndexNames) {
+  const auto grad = random_host({600, 5});
+  ref::HostTensor idx({600});
+  for (auto& v : idx.data) v = 3;  // 600 repeats of one row; rows 0-2 and 4 stay zero
+  EXPECT_TRUE(embedding_backward_matches(grad, idx, 5));
+}
+
+TEST(EmbeddingBackward, IsDeterministic) {
+  const auto grad = upload(random_host({1000, 33}, -1e3, 1e3));
+  const auto idx = upload_i32(random_ints({1000}, 0, 9));
+  const auto a = ops::embedding_backward(grad, idx, 10).to_host_f32();
+  const auto b = ops::embedding_backward(grad, idx, 10).to_host_f32();
+  EXPECT_EQ(a, b);
+}
+
+TEST(EmbeddingBackward, RejectsBadShapesAndIndices) {
+  const Tensor g = upload(random_host({4, 3}));
+  std::vector<int32_t> ok = {0, 1, 2, 1}, bad = {0, 1, 9, 1}, three = {0, 1, 2};
+  EXPECT_THROW(ops::embedding_backward(g, Tensor::from_host(test::device(), {4}, bad), 5), ArgumentError);
+  EXPECT_THROW(ops::embedding_backward(g, Tensor::from_host(test::device(), {3}, three), 5), ArgumentError);
+  EXPECT_THROW(ops::embedding_backward(g, Tensor::from_host(test::device(), {4}, ok), 0), ArgumentError);
+  // Indices the host does not know are checked on the GPU and raised at the next read-back.
+  const Tensor shifted = ops::add(Tensor::from_host(test::device(), {4}, ok), 4.0f);  // 4, 5, 6, 5
+  const Tensor out = ops::embedding_backward(g, shifted, 5);
+  EXPECT_THROW(out.to_host_f32(), ArgumentError);
 }
 
 TEST(Gather, PartialViewOfKnownIndicesDefersToTheGpuCheck) {

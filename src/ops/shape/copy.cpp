@@ -64,6 +64,13 @@ Tensor fill(const Tensor& like, double value) {
   return t;
 }
 
+void fill_(const Tensor& t, double value) {
+  check_defined("fill_", t, "self");
+  if (!t.is_contiguous())
+    throw ArgumentError("fill_: the tensor " + shape_str(t.shape()) + " is not contiguous (fill a copy, then copy_)");
+  fill_contiguous(t, value);
+}
+
 Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   if (tensors.empty()) throw ArgumentError("cat: no tensors given");
   const Tensor& first = tensors[0];

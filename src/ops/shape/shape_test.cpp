@@ -56,6 +56,16 @@ TEST(Fill, EveryDtype) {
   EXPECT_THROW(ops::full(dev, {2}, 0.5, DType::I32), ArgumentError);
 }
 
+TEST(Fill, InPlaceOnAContiguousViewOnly) {
+  const auto x = random_host({5, 7});
+  const Tensor t = upload(x);
+  ops::fill_(t.slice(0, 1, 3), 0.25);  // rows 1 and 2: a contiguous view at an offset
+  ref::HostTensor want = x;
+  for (int64_t i = 7; i < 21; ++i) want.data[i] = 0.25;
+  EXPECT_TRUE(all_close(t, want, 0, 0));
+  EXPECT_THROW(ops::fill_(t.transpose(0, 1), 1.0), ArgumentError);
+}
+
 TEST(Cat, AlongEveryDim) {
   for (int dim : {0, 1, 2, -1}) {
     SCOPED_TRACE(dim);
