@@ -1,0 +1,455 @@
+// The tape and the gradient rules. Each op below runs its forward op, then, when an input requires a gradient,
+// keeps a node holding its inputs and a rule: given d loss / d output, the rule records the ops that give each
+// input's gradient and hands them to Grads::add. backward() runs the rules in reverse order of creation (which is
+// a topological order: a node is always created after its inputs).
+#include "wgtrain/autograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <numeric>
+#include <unordered_set>
+
+#include "wgtrain/error.h"
+#include "wgtrain/fused_ce.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain::autograd {
+
+namespace detail {
+
+struct Grads;
+using Rule = std::function<void(const Tensor& grad_out, Grads& grads)>;
+
+struct Node {
+  Tensor value;
+  bool requires_grad = false;
+  uint64_t seq = 0;
+  Tensor grad;             // d loss / d value, gathered during backward (kept afterwards for leaves)
+  Tensor param_grad;       // a parameter's gradient buffer, added into
+  bool leaf = false;
+  bool takes_seed = false;  // the rule reads an undefined grad_out as 1 (cross_entropy: no multiply by one)
+  std::vector<std::shared_ptr<Node>> inputs;
+  Rule rule;
+};
+
+void accumulate(Node& n, const Tensor& g) {
+  if (!n.requires_grad || !g.defined()) return;
+  if (g.shape() != n.value.shape())
+    throw Error("autograd: a gradient of shape " + shape_str(g.shape()) + " reached a value of shape " +
+                shape_str(n.value.shape()));
+  if (n.param_grad.defined()) {
+    ops::copy_(n.param_grad, ops::add(n.param_grad, g));
+  } else if (!n.grad.defined()) {
+    n.grad = g;
+  } else {
+    n.grad = ops::add(n.grad, g);
+  }
+}
+
+// What a rule hands its gradients to.
+struct Grads {
+  std::vector<std::shared_ptr<Node>>& inputs;
+  bool needs(size_t i) const { return inputs[i]->requires_grad; }
+  void add(size_t i, const Tensor& g) { accumulate(*inputs[i], g); }
+  // A parameter's own buffer, for rules that can add into it directly (linear_dW); null otherwise.
+  const Tensor* param_buffer(size_t i) const {
+    return inputs[i]->param_grad.defined() ? &inputs[i]->param_grad : nullptr;
+  }
+};
+
+}  // namespace detail
+
+using detail::Grads;
+using detail::Node;
+using detail::Rule;
+
+namespace {
+
+std::atomic<uint64_t> next_seq{1};
+
+std::shared_ptr<Node> new_node(Tensor value) {
+  auto n = std::make_shared<Node>();
+  n->value = std::move(value);
+  n->seq = next_seq++;
+  return n;
+}
+
+// The result of an op: a node with a rule when any input requires a gradient, a plain value otherwise.
+Var make(Tensor value, const std::vector<Var>& inputs, Rule rule, bool takes_seed = false) {
+  auto n = new_node(std::move(value));
+  for (const Var& v : inputs)
+    if (v.requires_grad()) n->requires_grad = true;
+  if (n->requires_grad) {
+    for (const Var& v : inputs) n->inputs.push_back(v.node());
+    n->rule = std::move(rule);
+    n->takes_seed = takes_seed;
+  }
+  return Var(std::move(n));
+}
+
+void check(const Var& v, const char* op) {
+  if (!v.defined()) throw ArgumentError(std::string("autograd::") + op + ": an undefined Var");
+}
+
+// Sums a broadcast gradient back to `shape` (over leading dims, and dims where shape has 1).
+Tensor reduce_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int lead = g.rank() - static_cast<int>(shape.size());
+  std::vector<int> dims;
+  for (int d = 0; d < g.rank(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
+  if (dims.empty()) return g.is_contiguous() ? g.reshape(shape) : ops::contiguous(g).reshape(shape);
+  return ops::sum(g, dims, true).reshape(shape);
+}
+
+// A new float32 tensor of zeros of `shape` on the device of `on` (ops::fill takes shape, dtype and device from a
+// tensor like the result: a stride-0 view of `on` serves).
+Tensor zeros(const Tensor& on, const Shape& shape) {
+  return ops::fill(Tensor(on.storage(), shape, Shape(shape.size(), 0), on.offset(), DType::F32), 0.0);
+}
+
+std::vector<int> normalized_dims(const std::vector<int>& dims, int rank) {
+  std::vector<int> out;
+  if (dims.empty()) {
+    out.resize(rank);
+    std::iota(out.begin(), out.end(), 0);
+  }
+  for (int d : dims) out.push_back(normalize_dim(d, rank));
+  return out;
+}
+
+// A reduced gradient (keepdim or not) as a view of the input's shape: size-1 dims put back, then expanded.
+Tensor unreduce(const Tensor& g, const Shape& in_shape, const std::vector<int>& dims) {
+  Shape keep = in_shape;
+  for (int d : dims) keep[d] = 1;
+  const Tensor k = g.is_contiguous() ? g.reshape(keep) : ops::contiguous(g).reshape(keep);
+  return k.expand(in_shape);
+}
+
+}  // namespace
+
+// ---- Var ----------------------------------------------------------------------------------------------------------
+
+Var Var::constant(Tensor value) {
+  if (!value.defined()) throw ArgumentError("autograd: a constant from an undefined tensor");
+  return Var(new_node(std::move(value)));
+}
+
+Var Var::parameter(Tensor value, Tensor grad) {
+  if (!value.defined() || !grad.defined()) throw ArgumentError("autograd: a parameter needs a value and a grad");
+  if (value.dtype() != DType::F32 || grad.dtype() != DType::F32 || grad.shape() != value.shape() ||
+      !grad.is_contiguous())
+    throw ArgumentError("autograd: a parameter's grad must be a contiguous float32 tensor of its shape " +
+                        shape_str(value.shape()) + ", got " + shape_str(grad.shape()));
+  auto n = new_node(std::move(value));
+  n->requires_grad = true;
+  n->leaf = true;
+  n->param_grad = std::move(grad);
+  return Var(std::move(n));
+}
+
+Var Var::leaf(Tensor value) {
+  if (!value.defined() || value.dtype() != DType::F32)
+    throw ArgumentError("autograd: a leaf with a gradient must be a float32 tensor");
+  auto n = new_node(std::move(value));
+  n->requires_grad = true;
+  n->leaf = true;
+  return Var(std::move(n));
+}
+
+const Tensor& Var::value() const {
+  if (!node_) throw ArgumentError("autograd: use of an undefined Var");
+  return node_->value;
+}
+bool Var::requires_grad() const { return node_ && node_->requires_grad; }
+Tensor Var::grad() const {
+  if (!node_) return {};
+  return node_->param_grad.defined() ? node_->param_grad : node_->grad;
+}
+
+// ---- backward ---------------------------------------------------------------------------------------------------
+
+void backward(const Var& loss) {
+  check(loss, "backward");
+  if (loss.value().numel() != 1)
+    throw ArgumentError("autograd::backward: the loss must hold one value, got shape " + shape_str(loss.shape()));
+  if (!loss.requires_grad())
+    throw ArgumentError("autograd::backward: the loss does not depend on anything that requires a gradient");
+  // Shared pointers, so that cutting the tape below frees nothing while it is still being walked.
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<const Node*> seen;
+  std::vector<std::shared_ptr<Node>> stack = {loss.node()};
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(n.get()).second) continue;
+    for (const auto& in : n->inputs)
+      if (in->requires_grad) stack.push_back(in);
+    order.push_back(std::move(n));
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
+
+  const Node* root = loss.node().get();
+  for (const auto& n : order) {
+    if (!n->rule) continue;  // a leaf, or a node whose tape was already freed
+    Tensor g = n->grad;
+    if (n.get() == root && !g.defined() && !n->takes_seed) g = ops::fill(n->value, 1.0);
+    if (g.defined() || n.get() == root) {
+      Grads grads{n->inputs};
+      n->rule(g, grads);
+    }
+    n->grad = Tensor();  // an intermediate's gradient is not needed once passed on
+  }
+  for (const auto& n : order) {
+    if (n->leaf) continue;
+    n->inputs.clear();
+    n->rule = nullptr;
+  }
+}
+
+// ---- elementwise --------------------------------------------------------------------------------------------------
+
+Var add(const Var& a, const Var& b) {
+  check(a, "add");
+  check(b, "add");
+  const Shape sa = a.shape(), sb = b.shape();
+  return make(ops::add(a.value(), b.value()), {a, b}, [sa, sb](const Tensor& g, Grads& gr) {
+    if (gr.needs(0)) gr.add(0, reduce_to(g, sa));
+    if (gr.needs(1)) gr.add(1, reduce_to(g, sb));
+  });
+}
+
+Var sub(const Var& a, const Var& b) {
+  check(a, "sub");
+  check(b, "sub");
+  const Shape sa = a.shape(), sb = b.shape();
+  return make(ops::sub(a.value(), b.value()), {a, b}, [sa, sb](const Tensor& g, Grads& gr) {
+    if (gr.needs(0)) gr.add(0, reduce_to(g, sa));
+    if (gr.needs(1)) gr.add(1, reduce_to(ops::neg(g), sb));
+  });
+}
+
+Var mul(const Var& a, const Var& b) {
+  check(a, "mul");
+  check(b, "mul");
+  const Tensor av = a.value(), bv = b.value();
+  return make(ops::mul(av, bv), {a, b}, [av, bv](const Tensor& g, Grads& gr) {
+    if (gr.needs(0)) gr.add(0, reduce_to(ops::mul(g, bv), av.shape()));
+    if (gr.needs(1)) gr.add(1, reduce_to(ops::mul(g, av), bv.shape()));
+  });
+}
+
+Var add(const Var& a, double s) {
+  check(a, "add");
+  return make(ops::add(a.value(), static_cast<float>(s)), {a}, [](const Tensor& g, Grads& gr) { gr.add(0, g); });
+}
+
+Var mul(const Var& a, double s) {
+  check(a, "mul");
+  return make(ops::mul(a.value(), static_cast<float>(s)), {a},
+              [s](const Tensor& g, Grads& gr) { gr.add(0, ops::mul(g, static_cast<float>(s))); });
+}
+
+Var silu(const Var& x) {
+  check(x, "silu");
+  const Tensor xv = x.value();
+  return make(ops::silu(xv), {x}, [xv](const Tensor& g, Grads& gr) { gr.add(0, ops::silu_backward(g, xv)); });
+}
+
+Var rsqrt(const Var& x) {
+  check(x, "rsqrt");
+  const Tensor y = ops::rsqrt(x.value());
+  // d rsqrt(x) / dx = -x^(-3/2) / 2 = -y^3 / 2
+  return make(y, {x}, [y](const Tensor& g, Grads& gr) {
+    gr.add(0, ops::mul(g, ops::mul(ops::pow(y, 3.0), -0.5f)));
+  });
+}
+
+Var exp(const Var& x) {
+  check(x, "exp");
+  const Tensor y = ops::exp(x.value());
+  return make(y, {x}, [y](const Tensor& g, Grads& gr) { gr.add(0, ops::mul(g, y)); });
+}
+
+// ---- reductions ---------------------------------------------------------------------------------------------------
+
+Var sum(const Var& x, const std::vector<int>& dims, bool keepdim) {
+  check(x, "sum");
+  const Shape in = x.shape();
+  const std::vector<int> ds = normalized_dims(dims, x.rank());
+  return make(ops::sum(x.value(), dims, keepdim), {x},
+              [in, ds](const Tensor& g, Grads& gr) { gr.add(0, unreduce(g, in, ds)); });
+}
+
+Var mean(const Var& x, const std::vector<int>& dims, bool keepdim) {
+  check(x, "mean");
+  const Shape in = x.shape();
+  const std::vector<int> ds = normalized_dims(dims, x.rank());
+  int64_t n = 1;
+  for (int d : ds) n *= in[d];
+  return make(ops::mean(x.value(), dims, keepdim), {x}, [in, ds, n](const Tensor& g, Grads& gr) {
+    gr.add(0, unreduce(ops::mul(g, 1.0f / static_cast<float>(n)), in, ds));
+  });
+}
+
+// ---- softmax and masking ------------------------------------------------------------------------------------------
+
+Var softmax(const Var& x, int dim) {
+  check(x, "softmax");
+  const int d = normalize_dim(dim, x.rank());
+  const Tensor y = ops::softmax(x.value(), d);
+  // dx = y * (g - sum(g * y, dim))
+  return make(y, {x}, [y, d](const Tensor& g, Grads& gr) {
+    const Tensor dot = ops::sum(ops::mul(g, y), {d}, true);
+    gr.add(0, ops::mul(y, ops::sub(g, dot)));
+  });
+}
+
+Var masked_fill(const Var& x, const Tensor& mask, double value) {
+  check(x, "masked_fill");
+  return make(ops::masked_fill(x.value(), mask, value), {x},
+              [mask](const Tensor& g, Grads& gr) { gr.add(0, ops::masked_fill(g, mask, 0.0)); });
+}
+
+// ---- products -----------------------------------------------------------------------------------------------------
+
+Var bmm(const Var& a, const Var& b) {
+  check(a, "bmm");
+  check(b, "bmm");
+  const Tensor av = a.value(), bv = b.value();
+  return make(ops::bmm(av, bv), {a, b}, [av, bv](const Tensor& g, Grads& gr) {
+    if (gr.needs(0)) gr.add(0, ops::bmm(g, bv.transpose(1, 2)));
+    if (gr.needs(1)) gr.add(1, ops::bmm(av.transpose(1, 2), g));
+  });
+}
+
+Var linear(const Var& x, const Var& weight) {
+  check(x, "linear");
+  check(weight, "linear");
+  const Tensor xv = x.value(), wv = weight.value();
+  return make(ops::linear(xv, wv), {x, weight}, [xv, wv](const Tensor& g, Grads& gr) {
+    if (gr.needs(0)) {
+      const int64_t n = g.size(-1);
+      const Tensor g2 = ops::contiguous(g).reshape({-1, n});
+      gr.add(0, ops::mm(g2, wv).reshape(xv.shape()));
+    }
+    if (gr.needs(1)) {
+      if (const Tensor* buf = gr.param_buffer(1))
+        ops::linear_dW(g, xv, buf);
+      else
+        gr.add(1, ops::linear_dW(g, xv));
+    }
+  });
+}
+
+Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent) {
+  check(x, "linear_q4gsw");
+  check(latent, "linear_q4gsw");
+  if (latent.shape() != Shape{w.out_features(), w.in_features})
+    throw ArgumentError("autograd::linear_q4gsw: latent " + shape_str(latent.shape()) + " is not the weight's [" +
+                        std::to_string(w.out_features()) + ", " + std::to_string(w.in_features) + "]");
+  const Tensor xv = x.value();
+  return make(ops::linear_q4gsw(xv, w), {x, latent}, [xv, w](const Tensor& g, Grads& gr) {
+    if (gr.needs(0)) gr.add(0, ops::linear_q4gsw_backward(g, w));
+    if (gr.needs(1)) {
+      // Straight through: the gradient of the dequantised weight goes to the latent unchanged.
+      if (const Tensor* buf = gr.param_buffer(1))
+        ops::linear_dW(g, xv, buf);
+      else
+        gr.add(1, ops::linear_dW(g, xv));
+    }
+  });
+}
+
+Var embedding(const Var& weight, const Tensor& indices) {
+  check(weight, "embedding");
+  const int64_t rows = weight.size(0);
+  return make(ops::embedding(weight.value(), indices), {weight}, [indices, rows](const Tensor& g, Grads& gr) {
+    gr.add(0, ops::embedding_backward(g, indices, rows));
+  });
+}
+
+Var cross_entropy(const Var& logits, const Tensor& labels, bool overwrite_logits) {
+  check(logits, "cross_entropy");
+  ops::CrossEntropy ce = ops::fused_ce(logits.value(), labels, std::nullopt, overwrite_logits);
+  const Tensor dlogits = ce.dlogits;
+  return make(
+      ce.loss, {logits},
+      [dlogits](const Tensor& g, Grads& gr) {
+        // Seeded with 1 (the usual case: this is the loss), dlogits is the gradient as it stands.
+        gr.add(0, g.defined() ? ops::mul(dlogits, g) : dlogits);
+      },
+      /*takes_seed=*/true);
+}
+
+// ---- views and copies ---------------------------------------------------------------------------------------------
+
+Var reshape(const Var& x, const Shape& shape) {
+  check(x, "reshape");
+  const Tensor xv = x.value().is_contiguous() ? x.value() : ops::contiguous(x.value());
+  const Shape in = x.shape();
+  return make(xv.reshape(shape), {x}, [in](const Tensor& g, Grads& gr) {
+    gr.add(0, (g.is_contiguous() ? g : ops::contiguous(g)).reshape(in));
+  });
+}
+
+Var permute(const Var& x, const std::vector<int>& dims) {
+  check(x, "permute");
+  std::vector<int> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[normalize_dim(dims[i], x.rank())] = static_cast<int>(i);
+  return make(x.value().permute(dims), {x},
+              [inverse](const Tensor& g, Grads& gr) { gr.add(0, g.permute(inverse)); });
+}
+
+Var transpose(const Var& x, int dim0, int dim1) {
+  check(x, "transpose");
+  return make(x.value().transpose(dim0, dim1), {x},
+              [dim0, dim1](const Tensor& g, Grads& gr) { gr.add(0, g.transpose(dim0, dim1)); });
+}
+
+Var slice(const Var& x, int dim, int64_t start, int64_t end) {
+  check(x, "slice");
+  const Tensor y = x.value().slice(dim, start, end);
+  const Shape in = x.shape();
+  const int d = normalize_dim(dim, x.rank());
+  // The slice's first element, as slice() clamped it.
+  const int64_t first = (y.offset() - x.value().offset()) / std::max<int64_t>(x.value().strides()[d], 1);
+  return make(y, {x}, [in, d, first](const Tensor& g, Grads& gr) {
+    const Tensor z = zeros(g, in);
+    ops::copy_(z.slice(d, first, first + g.size(d)), g);
+    gr.add(0, z);
+  });
+}
+
+Var expand(const Var& x, const Shape& shape) {
+  check(x, "expand");
+  const Shape in = x.shape();
+  return make(x.value().expand(shape), {x}, [in](const Tensor& g, Grads& gr) { gr.add(0, reduce_to(g, in)); });
+}
+
+Var contiguous(const Var& x) {
+  check(x, "contiguous");
+  return make(ops::contiguous(x.value()), {x}, [](const Tensor& g, Grads& gr) { gr.add(0, g); });
+}
+
+Var cat(const std::vector<Var>& xs, int dim) {
+  if (xs.empty()) throw ArgumentError("autograd::cat: no inputs");
+  std::vector<Tensor> values;
+  std::vector<int64_t> sizes;
+  for (const Var& v : xs) {
+    check(v, "cat");
+    values.push_back(v.value());
+  }
+  const int d = normalize_dim(dim, xs[0].rank());
+  for (const Var& v : xs) sizes.push_back(v.size(d));
+  return make(ops::cat(values, d), xs, [sizes, d](const Tensor& g, Grads& gr) {
+    int64_t at = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (gr.needs(i)) gr.add(i, g.slice(d, at, at + sizes[i]));
+      at += sizes[i];
+    }
+  });
+}
+
+}  // namespace wgtrain::autograd
