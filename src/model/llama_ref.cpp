@@ -1,0 +1,339 @@
+// The float64 reference of the Llama model: forward, a backward pass derived by hand, AdamW, re-quantisation.
+#include "model/llama_ref.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/adamw/adamw_ref.h"
+#include "ops/q4gsw/q4gsw_ref.h"
+#include "wgtrain/error.h"
+
+namespace wgtrain::ref {
+
+namespace {
+
+using Mat = std::vector<double>;
+
+// out[n][m] = sum_k a[n][k] w[m][k]   (x W^T)
+Mat mul_nt(const Mat& a, const Mat& w, int64_t n, int64_t k, int64_t m) {
+  Mat out(static_cast<size_t>(n * m), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double s = 0;
+      for (int64_t q = 0; q < k; ++q) s += a[i * k + q] * w[j * k + q];
+      out[i * m + j] = s;
+    }
+  return out;
+}
+
+// out[n][k] = sum_m dy[n][m] w[m][k]   (dY W)
+Mat mul_nn(const Mat& dy, const Mat& w, int64_t n, int64_t m, int64_t k) {
+  Mat out(static_cast<size_t>(n * k), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      const double d = dy[i * m + j];
+      if (d == 0) continue;
+      for (int64_t q = 0; q < k; ++q) out[i * k + q] += d * w[j * k + q];
+    }
+  return out;
+}
+
+// dw[m][k] += sum_n dy[n][m] x[n][k]   (dY^T X)
+void acc_tn(Mat& dw, const Mat& dy, const Mat& x, int64_t n, int64_t m, int64_t k) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      const double d = dy[i * m + j];
+      if (d == 0) continue;
+      for (int64_t q = 0; q < k; ++q) dw[j * k + q] += d * x[i * k + q];
+    }
+}
+
+struct Norm {
+  Mat y;          // x * r * g
+  std::vector<double> r;  // 1 / sqrt(mean(x^2) + eps) per row
+};
+
+Norm rms_forward(const Mat& x, const Mat& g, int64_t n, int64_t d, double eps) {
+  Norm out{Mat(x.size()), std::vector<double>(static_cast<size_t>(n))};
+  for (int64_t i = 0; i < n; ++i) {
+    double ss = 0;
+    for (int64_t j = 0; j < d; ++j) ss += x[i * d + j] * x[i * d + j];
+    const double r = 1.0 / std::sqrt(ss / static_cast<double>(d) + eps);
+    out.r[i] = r;
+    for (int64_t j = 0; j < d; ++j) out.y[i * d + j] = x[i * d + j] * r * g[j];
+  }
+  return out;
+}
+
+// Returns dx; adds into dg.
+Mat rms_backward(const Mat& dy, const Mat& x, const Mat& g, const std::vector<double>& r, int64_t n, int64_t d,
+                 Mat& dg) {
+  Mat dx(x.size());
+  for (int64_t i = 0; i < n; ++i) {
+    double dot = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      dg[j] += dy[i * d + j] * x[i * d + j] * r[i];
+      dot += dy[i * d + j] * g[j] * x[i * d + j];
+    }
+    const double r3 = r[i] * r[i] * r[i] / static_cast<double>(d);
+    for (int64_t j = 0; j < d; ++j) dx[i * d + j] = r[i] * dy[i * d + j] * g[j] - x[i * d + j] * r3 * dot;
+  }
+  return dx;
+}
+
+// Rotates each head's halves (i, i + half) at position t = row % T; `inverse` applies the transpose (backward).
+void rope(Mat& x, int64_t n, int64_t heads, int64_t hd, int64_t T, const std::vector<double>& cs,
+          const std::vector<double>& sn, bool inverse) {
+  const int64_t half = hd / 2;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = i % T;
+    for (int64_t h = 0; h < heads; ++h) {
+      double* p = &x[(i * heads + h) * hd];
+      for (int64_t q = 0; q < half; ++q) {
+        const double c = cs[t * half + q], s = inverse ? -sn[t * half + q] : sn[t * half + q];
+        const double a = p[q], b = p[q + half];
+        p[q] = a * c - b * s;
+        p[q + half] = b * c + a * s;
+      }
+    }
+  }
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double silu_grad(double x) {
+  const double s = 1.0 / (1.0 + std::exp(-x));
+  return s * (1.0 + x * (1.0 - s));
+}
+
+HostTensor host(const std::vector<double>& v, const Shape& shape) { return HostTensor(shape, v); }
+
+}  // namespace
+
+LlamaRef::LlamaRef(const Llama& model) : config_(model.config()), params_(model.params()) {
+  const auto arena = model.values().to_host_f32();
+  const size_t np = params_.size();
+  values_.resize(np);
+  weights_.resize(np);
+  scales_.resize(np);
+  grads_.resize(np);
+  m_.resize(np);
+  v_.resize(np);
+  for (size_t i = 0; i < np; ++i) {
+    const auto& p = params_[i];
+    const int64_t n = numel(p.shape);
+    values_[i].assign(arena.begin() + p.offset, arena.begin() + p.offset + n);
+    m_[i].assign(static_cast<size_t>(n), 0.0);
+    v_[i].assign(static_cast<size_t>(n), 0.0);
+    if (p.q4 < 0) {
+      weights_[i] = values_[i];
+      continue;
+    }
+    const Q4Weight& w = model.q4_weights()[p.q4];
+    scales_[i] = w.scales.to_host_f32();
+    const auto bytes = q4gsw::download_bytes(w);
+    weights_[i] = q4_dequant(bytes, scales_[i], p.shape[0], p.shape[1], config_.group_size).data;
+  }
+  const int64_t half = config_.head_dim() / 2;
+  for (int64_t t = 0; t < config_.max_seq_len; ++t)
+    for (int64_t q = 0; q < half; ++q) {
+      const double f = std::pow(config_.rope_theta, -2.0 * static_cast<double>(q) / static_cast<double>(config_.head_dim()));
+      cos_.push_back(static_cast<float>(std::cos(static_cast<double>(t) * f)));
+      sin_.push_back(static_cast<float>(std::sin(static_cast<double>(t) * f)));
+    }
+}
+
+void LlamaRef::dequantize(size_t i, bool recompute_scales) {
+  const auto& p = params_[i];
+  const HostTensor latent = host(values_[i], p.shape);
+  if (recompute_scales) scales_[i] = q4_scales(latent, config_.group_size);
+  const auto bytes = q4_requant(latent, scales_[i], config_.group_size);
+  weights_[i] = q4_dequant(bytes, scales_[i], p.shape[0], p.shape[1], config_.group_size).data;
+}
+
+double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, const std::vector<int32_t>& targets,
+                      bool with_grads) {
+  const LlamaConfig& c = config_;
+  const int64_t N = B * T, d = c.dim, H = c.n_heads, KV = c.n_kv_heads, hd = c.head_dim(), rep = H / KV;
+  const int64_t hidden = c.hidden_dim(), V = c.vocab_size;
+  if (static_cast<int64_t>(tokens.size()) != N || static_cast<int64_t>(targets.size()) != N)
+    throw ArgumentError("LlamaRef: token or target count does not match batch x time");
+  const double qs = 1.0 / std::sqrt(static_cast<double>(hd));
+  const auto& W = weights_;
+
+  struct Layer {
+    Mat x_in, h, q, k, v, p, o, x_mid, h2, a1, a3, m;
+    std::vector<double> r1, r2;
+  };
+  std::vector<Layer> layers(static_cast<size_t>(c.n_layers));
+
+  Mat x(static_cast<size_t>(N * d));
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < d; ++j) x[i * d + j] = W[0][tokens[i] * d + j];
+
+  size_t at = 1;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    Layer& L = layers[l];
+    const size_t gn1 = at, wq = at + 1, wk = at + 2, wv = at + 3, wo = at + 4, w1 = at + 5, w2 = at + 6,
+                 w3 = at + 7, gn2 = at + 8;
+    L.x_in = x;
+    Norm n1 = rms_forward(x, W[gn1], N, d, c.norm_eps);
+    L.h = n1.y;
+    L.r1 = n1.r;
+    L.q = mul_nt(L.h, W[wq], N, d, H * hd);
+    L.k = mul_nt(L.h, W[wk], N, d, KV * hd);
+    L.v = mul_nt(L.h, W[wv], N, d, KV * hd);
+    rope(L.q, N, H, hd, T, cos_, sin_, false);
+    rope(L.k, N, KV, hd, T, cos_, sin_, false);
+    for (auto& e : L.q) e *= qs;
+    // Attention: P[b][h][t1][t2], o[b, t1, h, :]
+    L.p.assign(static_cast<size_t>(B * H * T * T), 0.0);
+    L.o.assign(static_cast<size_t>(N * H * hd), 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / rep;
+        for (int64_t t1 = 0; t1 < T; ++t1) {
+          double* prow = &L.p[((b * H + h) * T + t1) * T];
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t t2 = 0; t2 <= t1; ++t2) {
+            double s = 0;
+            for (int64_t e = 0; e < hd; ++e)
+              s += L.q[((b * T + t1) * H + h) * hd + e] * L.k[((b * T + t2) * KV + g) * hd + e];
+            prow[t2] = s;
+            mx = std::max(mx, s);
+          }
+          double z = 0;
+          for (int64_t t2 = 0; t2 <= t1; ++t2) z += (prow[t2] = std::exp(prow[t2] - mx));
+          for (int64_t t2 = 0; t2 <= t1; ++t2) prow[t2] /= z;
+          for (int64_t t2 = 0; t2 <= t1; ++t2)
+            for (int64_t e = 0; e < hd; ++e)
+              L.o[((b * T + t1) * H + h) * hd + e] += prow[t2] * L.v[((b * T + t2) * KV + g) * hd + e];
+        }
+      }
+    const Mat att = mul_nt(L.o, W[wo], N, H * hd, d);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += att[i];
+    L.x_mid = x;
+    Norm n2 = rms_forward(x, W[gn2], N, d, c.norm_eps);
+    L.h2 = n2.y;
+    L.r2 = n2.r;
+    L.a1 = mul_nt(L.h2, W[w1], N, d, hidden);
+    L.a3 = mul_nt(L.h2, W[w3], N, d, hidden);
+    L.m.resize(L.a1.size());
+    for (size_t i = 0; i < L.m.size(); ++i) L.m[i] = silu(L.a1[i]) * L.a3[i];
+    const Mat f = mul_nt(L.m, W[w2], N, hidden, d);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += f[i];
+    at += 9;
+  }
+  const size_t gf = at, head = c.tie_embeddings ? 0 : at + 1;
+  const Norm nf = rms_forward(x, W[gf], N, d, c.norm_eps);
+  Mat logits = mul_nt(nf.y, W[head], N, d, V);
+
+  // Cross-entropy; dlogits = (softmax - onehot) / n_valid on valid rows.
+  int64_t n_valid = 0;
+  for (int32_t t : targets) n_valid += t >= 0;
+  double total = 0;
+  Mat dlogits(logits.size(), 0.0);
+  for (int64_t i = 0; i < N; ++i) {
+    if (targets[i] < 0) continue;
+    const double* row = &logits[i * V];
+    const double mx = *std::max_element(row, row + V);
+    double z = 0;
+    for (int64_t j = 0; j < V; ++j) z += std::exp(row[j] - mx);
+    total += mx + std::log(z) - row[targets[i]];
+    for (int64_t j = 0; j < V; ++j)
+      dlogits[i * V + j] = (std::exp(row[j] - mx) / z - (j == targets[i] ? 1.0 : 0.0)) / static_cast<double>(n_valid);
+  }
+  const double loss = n_valid ? total / static_cast<double>(n_valid) : std::numeric_limits<double>::quiet_NaN();
+  if (!with_grads) return loss;
+
+  for (size_t i = 0; i < grads_.size(); ++i) grads_[i].assign(values_[i].size(), 0.0);
+  auto& G = grads_;
+  acc_tn(G[head], dlogits, nf.y, N, V, d);
+  Mat dx = rms_backward(mul_nn(dlogits, W[head], N, V, d), x, W[gf], nf.r, N, d, G[gf]);
+
+  for (int64_t l = c.n_layers - 1; l >= 0; --l) {
+    at -= 9;
+    const Layer& L = layers[l];
+    const size_t gn1 = at, wq = at + 1, wk = at + 2, wv = at + 3, wo = at + 4, w1 = at + 5, w2 = at + 6,
+                 w3 = at + 7, gn2 = at + 8;
+    // MLP: x = x_mid + (silu(h2 W1^T) * h2 W3^T) W2^T
+    acc_tn(G[w2], dx, L.m, N, d, hidden);
+    const Mat dm = mul_nn(dx, W[w2], N, d, hidden);
+    Mat da1(dm.size()), da3(dm.size());
+    for (size_t i = 0; i < dm.size(); ++i) {
+      da1[i] = dm[i] * L.a3[i] * silu_grad(L.a1[i]);
+      da3[i] = dm[i] * silu(L.a1[i]);
+    }
+    acc_tn(G[w1], da1, L.h2, N, hidden, d);
+    acc_tn(G[w3], da3, L.h2, N, hidden, d);
+    Mat dh2 = mul_nn(da1, W[w1], N, hidden, d);
+    const Mat dh2b = mul_nn(da3, W[w3], N, hidden, d);
+    for (size_t i = 0; i < dh2.size(); ++i) dh2[i] += dh2b[i];
+    const Mat dmid = rms_backward(dh2, L.x_mid, W[gn2], L.r2, N, d, G[gn2]);
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] += dmid[i];
+    // Attention: x_mid = x_in + o Wo^T
+    acc_tn(G[wo], dx, L.o, N, d, H * hd);
+    const Mat dO = mul_nn(dx, W[wo], N, d, H * hd);
+    Mat dq(L.q.size(), 0.0), dk(L.k.size(), 0.0), dv(L.v.size(), 0.0);
+    std::vector<double> dp(static_cast<size_t>(T));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / rep;
+        for (int64_t t1 = 0; t1 < T; ++t1) {
+          const double* prow = &L.p[((b * H + h) * T + t1) * T];
+          const double* dorow = &dO[((b * T + t1) * H + h) * hd];
+          double dot = 0;
+          for (int64_t t2 = 0; t2 <= t1; ++t2) {
+            double s = 0;
+            for (int64_t e = 0; e < hd; ++e) {
+              s += dorow[e] * L.v[((b * T + t2) * KV + g) * hd + e];
+              dv[((b * T + t2) * KV + g) * hd + e] += prow[t2] * dorow[e];
+            }
+            dp[t2] = s;
+            dot += prow[t2] * s;
+          }
+          for (int64_t t2 = 0; t2 <= t1; ++t2) {
+            const double ds = prow[t2] * (dp[t2] - dot);
+            for (int64_t e = 0; e < hd; ++e) {
+              dq[((b * T + t1) * H + h) * hd + e] += ds * L.k[((b * T + t2) * KV + g) * hd + e];
+              dk[((b * T + t2) * KV + g) * hd + e] += ds * L.q[((b * T + t1) * H + h) * hd + e];
+            }
+          }
+        }
+      }
+    for (auto& e : dq) e *= qs;
+    rope(dq, N, H, hd, T, cos_, sin_, true);
+    rope(dk, N, KV, hd, T, cos_, sin_, true);
+    acc_tn(G[wq], dq, L.h, N, H * hd, d);
+    acc_tn(G[wk], dk, L.h, N, KV * hd, d);
+    acc_tn(G[wv], dv, L.h, N, KV * hd, d);
+    Mat dh = mul_nn(dq, W[wq], N, H * hd, d);
+    const Mat dhk = mul_nn(dk, W[wk], N, KV * hd, d), dhv = mul_nn(dv, W[wv], N, KV * hd, d);
+    for (size_t i = 0; i < dh.size(); ++i) dh[i] += dhk[i] + dhv[i];
+    const Mat din = rms_backward(dh, L.x_in, W[gn1], L.r1, N, d, G[gn1]);
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] += din[i];
+  }
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < d; ++j) G[0][tokens[i] * d + j] += dx[i * d + j];
+  return loss;
+}
+
+double LlamaRef::train_step(const std::vector<int32_t>& tokens, int64_t batch, int64_t time,
+                            const std::vector<int32_t>& targets, const ops::AdamWOptions& o, double lr,
+                            int64_t step) {
+  const double l = loss(tokens, batch, time, targets, true);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const double wd = params_[i].decay ? o.weight_decay : 0.0;
+    adamw_step(values_[i], m_[i], v_[i], grads_[i], lr, o.beta1, o.beta2, o.eps, wd, step);
+    // Stored as float32, as on the device.
+    for (auto* vec : {&values_[i], &m_[i], &v_[i]})
+      for (auto& e : *vec) e = static_cast<float>(e);
+    if (params_[i].q4 >= 0)
+      dequantize(i, config_.recompute_scales);
+    else
+      weights_[i] = values_[i];
+  }
+  return l;
+}
+
+}  // namespace wgtrain::ref

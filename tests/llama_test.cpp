@@ -1,0 +1,226 @@
+// The Llama model against its float64 CPU reference (src/model/llama_ref.cpp, whose backward is derived by hand):
+// the loss, every parameter's gradient, and several whole training steps (AdamW and re-quantisation included).
+// Tolerances (about 10x what float32 rounding gives here): the loss 1e-5 relative; each parameter's gradient 2e-5
+// of its norm; the losses of 5 steps 5e-5 relative; the parameters after them 1e-4 of the arena's norm.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model/llama_ref.h"
+#include "support/test_support.h"
+#include "wgtrain/adamw.h"
+#include "wgtrain/error.h"
+#include "wgtrain/llama.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain {
+namespace {
+
+using test::device;
+
+LlamaConfig small_config() {
+  LlamaConfig c;
+  c.vocab_size = 37;
+  c.dim = 24;
+  c.n_layers = 2;
+  c.n_heads = 4;  // head dim 6
+  c.n_kv_heads = 2;
+  c.ffn_dim = 40;
+  c.max_seq_len = 9;
+  c.group_size = 8;
+  return c;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+};
+
+Batch random_batch(const LlamaConfig& c, int64_t B, int64_t T) {
+  Batch b;
+  std::uniform_int_distribution<int> tok(0, static_cast<int>(c.vocab_size) - 1);
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.tokens.push_back(tok(test::rng()));
+    b.targets.push_back(i % 5 == 3 ? -1 : tok(test::rng()));  // some ignored positions
+  }
+  return b;
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-12);
+}
+
+// One training step on the device, as the trainer takes it.
+double device_step(Llama& model, ops::AdamW& opt, const Tensor& tokens, const Tensor& targets, double lr,
+                   int64_t step) {
+  model.zero_grads();
+  const autograd::Var loss = model.loss(tokens, targets);
+  autograd::backward(loss);
+  opt.set_step(step, lr);
+  opt.update();
+  model.requantize();
+  return loss.value().to_host_f32()[0];
+}
+
+std::vector<ops::AdamWParam> adamw_params(const Llama& model, const Tensor& m, const Tensor& v) {
+  std::vector<ops::AdamWParam> out;
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    const auto& p = model.params()[i];
+    const int64_t n = numel(p.shape);
+    out.push_back({model.value(i), model.grad(i), m.slice(0, p.offset, p.offset + n).reshape(p.shape),
+                   v.slice(0, p.offset, p.offset + n).reshape(p.shape), p.decay ? -1.0 : 0.0});
+  }
+  return out;
+}
+
+TEST(LlamaConfig, JsonRoundTripAndErrors) {
+  const LlamaConfig c = LlamaConfig::preset("small");
+  const LlamaConfig back = LlamaConfig::from_json(c.to_json());
+  EXPECT_EQ(back.to_json(), c.to_json());
+  EXPECT_THROW(LlamaConfig::from_json("{\"dim\": 10, \"n_heads\": 3}"), ArgumentError);  // 10 % 3
+  EXPECT_THROW(LlamaConfig::from_json("{\"colour\": 1}"), ArgumentError);
+  EXPECT_THROW(LlamaConfig::from_json("{\"dim\": \"big\"}"), ArgumentError);
+  EXPECT_THROW(LlamaConfig::from_json("[1, 2"), ArgumentError);
+  EXPECT_THROW(LlamaConfig::preset("huge"), ArgumentError);
+  EXPECT_NEAR(static_cast<double>(LlamaConfig::preset("tiny").parameter_count()), 1.0e6, 0.1e6);
+  EXPECT_NEAR(static_cast<double>(LlamaConfig::preset("small").parameter_count()), 11e6, 1e6);
+  EXPECT_NEAR(static_cast<double>(LlamaConfig::preset("base").parameter_count()), 50e6, 3e6);
+}
+
+TEST(Llama, ParametersFillTheArenaAsCounted) {
+  for (bool tie : {true, false}) {
+    LlamaConfig c = small_config();
+    c.tie_embeddings = tie;
+    const Llama model(device(), c, 7);
+    int64_t total = 0;
+    for (const auto& p : model.params()) total += numel(p.shape);
+    EXPECT_EQ(total, c.parameter_count());
+    EXPECT_EQ(model.params().back().name, tie ? "norm.weight" : "output.weight");
+    EXPECT_EQ(model.q4_weights().size(), 7u * c.n_layers);
+  }
+  // The same seed gives the same model; another seed another.
+  const Llama a(device(), small_config(), 1), b(device(), small_config(), 1), d(device(), small_config(), 2);
+  EXPECT_EQ(a.values().to_host_f32(), b.values().to_host_f32());
+  EXPECT_NE(a.values().to_host_f32(), d.values().to_host_f32());
+}
+
+TEST(Llama, LossAndGradientsMatchTheReference) {
+  for (bool tie : {true, false}) {
+    SCOPED_TRACE(tie ? "tied head" : "untied q4 head");
+    LlamaConfig c = small_config();
+    c.tie_embeddings = tie;
+    c.quantize_head = !tie;
+    Llama model(device(), c, test::seed());
+    ref::LlamaRef ref(model);
+    const int64_t B = 2, T = 7;
+    const Batch batch = random_batch(c, B, T);
+    const Tensor tokens = Tensor::from_host(device(), {B, T}, batch.tokens);
+    const Tensor targets = Tensor::from_host(device(), {B * T}, batch.targets);
+    const double want = ref.loss(batch.tokens, B, T, batch.targets, true);
+    model.zero_grads();
+    const autograd::Var loss = model.loss(tokens, targets);
+    autograd::backward(loss);
+    const double got = loss.value().to_host_f32()[0];
+    EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << "WGTRAIN_TEST_SEED=" << test::seed();
+    for (size_t i = 0; i < model.params().size(); ++i) {
+      EXPECT_LT(rel_err(model.grad(i).to_host_f32(), ref.grads()[i]), 2e-5)
+          << model.params()[i].name << "; WGTRAIN_TEST_SEED=" << test::seed();
+    }
+  }
+}
+
+TEST(Llama, TrainingStepsMatchTheReference) {
+  for (bool recompute : {true, false}) {
+    SCOPED_TRACE(recompute ? "scales recomputed" : "scales fixed");
+    LlamaConfig c = small_config();
+    c.recompute_scales = recompute;
+    Llama model(device(), c, test::seed() + 1);
+    ref::LlamaRef ref(model);
+    const Tensor m = ops::full(device(), {model.arena_size()}, 0.0), v = ops::full(device(), {model.arena_size()}, 0.0);
+    ops::AdamWOptions o;
+    o.weight_decay = 0.1;
+    ops::AdamW opt(adamw_params(model, m, v), o);
+    const int64_t B = 3, T = 9;
+    for (int64_t step = 1; step <= 5; ++step) {
+      const double lr = 3e-3 * step;  // a warm-up: large enough to move codes
+      const Batch batch = random_batch(c, B, T);
+      const double want = ref.train_step(batch.tokens, B, T, batch.targets, o, lr, step);
+      const double got = device_step(model, opt, Tensor::from_host(device(), {B, T}, batch.tokens),
+                                     Tensor::from_host(device(), {B * T}, batch.targets), lr, step);
+      EXPECT_NEAR(got, want, 5e-5 * std::fabs(want)) << "step " << step << "; WGTRAIN_TEST_SEED=" << test::seed();
+    }
+    // The parameters stayed together. Not element by element: where a gradient is near zero, float32 rounding
+    // can flip its sign, and Adam turns that into a full +-lr step; over the whole arena such elements are few.
+    const auto arena = model.values().to_host_f32();
+    std::vector<float> got;
+    std::vector<double> want;
+    for (size_t i = 0; i < model.params().size(); ++i) {
+      const auto& p = model.params()[i];
+      got.insert(got.end(), arena.begin() + p.offset, arena.begin() + p.offset + numel(p.shape));
+      want.insert(want.end(), ref.values()[i].begin(), ref.values()[i].end());
+    }
+    EXPECT_LT(rel_err(got, want), 1e-4) << "WGTRAIN_TEST_SEED=" << test::seed();
+  }
+}
+
+TEST(Llama, ARecordedStepReplaysTheEagerSteps) {
+  // The same model trained twice from one seed: step by step, and as one recording replayed with new batches.
+  // Same kernels, same order: the losses agree bit for bit.
+  const LlamaConfig c = small_config();
+  const int64_t B = 2, T = 8;
+  // Two batches in turn, so that the loss on each falls as the model learns them.
+  const Batch b0 = random_batch(c, B, T), b1 = random_batch(c, B, T);
+  const std::vector<Batch> batches = {b0, b1, b0, b1, b0, b1};
+  auto run = [&](bool recorded) {
+    Llama model(device(), c, 99);
+    const Tensor m = ops::full(device(), {model.arena_size()}, 0.0), v = ops::full(device(), {model.arena_size()}, 0.0);
+    ops::AdamW opt(adamw_params(model, m, v), {});
+    const Tensor tokens = Tensor::empty(device(), {B, T}, DType::I32);
+    const Tensor targets = Tensor::empty(device(), {B * T}, DType::I32);
+    std::vector<float> losses;
+    Recording rec;
+    Tensor loss_value;
+    if (recorded)
+      rec = device().record([&] {
+        model.zero_grads();
+        const autograd::Var loss = model.loss(tokens, targets);
+        autograd::backward(loss);
+        opt.update();
+        model.requantize();
+        loss_value = loss.value();
+      });
+    for (size_t s = 0; s < batches.size(); ++s) {
+      tokens.write(batches[s].tokens);
+      targets.write(batches[s].targets);
+      if (recorded) {
+        opt.set_step(static_cast<int64_t>(s) + 1, 1e-2);
+        rec.replay();
+        losses.push_back(loss_value.to_host_f32()[0]);
+      } else {
+        losses.push_back(static_cast<float>(device_step(model, opt, tokens, targets, 1e-2, static_cast<int64_t>(s) + 1)));
+      }
+    }
+    return losses;
+  };
+  const auto eager = run(false), replayed = run(true);
+  EXPECT_EQ(eager, replayed);
+  EXPECT_LT(eager[4], eager[0]);
+  EXPECT_LT(eager[5], eager[1]);
+}
+
+TEST(Llama, RejectsBadInputs) {
+  const Llama model(device(), small_config(), 3);
+  std::vector<int32_t> toks(2 * 10, 1);
+  EXPECT_THROW(model.logits(Tensor::from_host(device(), {2, 10}, toks)), ArgumentError);  // T > max_seq_len
+  std::vector<float> f(4, 0.0f);
+  EXPECT_THROW(model.logits(Tensor::from_host(device(), {2, 2}, f)), ArgumentError);       // not int32
+  std::vector<int32_t> bad = {1, 2, 99, 3};
+  EXPECT_THROW(model.logits(Tensor::from_host(device(), {2, 2}, bad)), ArgumentError);    // token >= vocab
+}
+
+}  // namespace
+}  // namespace wgtrain
