@@ -12,8 +12,10 @@ packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
   libcli11-dev nlohmann-json3-dev              # CLI parsing, JSON (safetensors headers, configs)
+  zlib1g-dev                                   # PNG loss plots
   libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 # Mesa llvmpipe: Dawn's OpenGL backend without a GPU
   dwarves                                      # pahole: the ABI test reads the Dawn library's DWARF
+  fortunes                                     # a second training corpus (fine-tuning domain)
   ca-certificates openssl
 )
 command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -34,6 +34,10 @@ struct DeviceOptions {
   bool poison = false;
   // Request timestamp queries when the adapter offers them.
   bool timestamps = true;
+  // Time every dispatch and sum the times per op (Device::profile): with GPU timestamps, each dispatch in a pass
+  // of its own; without them, a wait after each dispatch. Slows everything down; for finding where time goes.
+  // WGTRAIN_PROFILE=1 turns it on.
+  bool profile = false;
 };
 
 struct AdapterInfo {
@@ -69,6 +73,14 @@ struct DeviceFeatures {
   bool subgroups = false;
   bool subgroup_matrix = false;
   std::vector<uint32_t> adapter_raw;  // every feature the adapter offers, in the library's numbering
+};
+
+// Time spent per op while profiling (DeviceOptions::profile).
+struct OpProfile {
+  std::string op;
+  uint64_t dispatches = 0;
+  double seconds = 0;
+  bool from_timestamps = false;
 };
 
 struct DeviceStats {
@@ -112,6 +124,8 @@ class Device {
   const DeviceLimits& limits() const;
   const DeviceFeatures& features() const;
   DeviceStats stats() const;
+  // Per-op times gathered so far, the largest first (empty unless profiling).
+  std::vector<OpProfile> profile();
 
   // Submits what has been recorded, without waiting.
   void flush();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/bench.h"
+#include "cli/train.h"
 #include "gpu/dawn.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
@@ -149,6 +150,40 @@ int main(int argc, char** argv) {
   bench->add_option("--json", bench_opt.json_path, "also write the results as JSON lines to this file");
   bench->add_flag("--quick", bench_opt.quick, "small sizes, to check the command anywhere");
 
+  cli::TrainCliOptions train_opt;
+  train_opt.train.out_dir.clear();  // default: runs/<model>-<data>
+  TrainOptions& t = train_opt.train;
+  auto* train = app.add_subcommand("train", "train (or fine-tune) a Llama-style model with q4gsw linears on a corpus");
+  train->add_option("--config", t.model, "model: a preset (tiny, small, base) or a JSON config file")
+      ->capture_default_str();
+  train->add_option("--data", t.data, "corpus: brown, fortunes, or a UTF-8 text file")->capture_default_str();
+  train->add_option("--steps", t.steps, "train up to this step")->capture_default_str();
+  train->add_option("--out", t.out_dir, "run directory (default runs/<config>-<data>)");
+  train->add_flag("--resume", t.resume, "continue the run in --out from its checkpoint, bit for bit");
+  train->add_option("--init-from", t.init_from, "fine-tune: start from the model in this run directory");
+  train->add_option("--batch-size", t.batch_size, "sequences per step")->capture_default_str();
+  train->add_option("--seq-len", t.seq_len, "tokens per sequence (default: the model's max_seq_len)");
+  train->add_option("--lr", t.lr, "peak learning rate")->capture_default_str();
+  train->add_option("--min-lr-ratio", t.min_lr_ratio, "final learning rate / peak (cosine decay)")->capture_default_str();
+  train->add_option("--warmup", t.warmup, "linear warm-up steps")->capture_default_str();
+  train->add_option("--weight-decay", t.weight_decay, "AdamW weight decay on matrices")->capture_default_str();
+  train->add_option("--eval-every", t.eval_every, "validation loss every N steps")->capture_default_str();
+  train->add_option("--eval-batches", t.eval_batches, "validation batches")->capture_default_str();
+  train->add_option("--save-every", t.save_every, "checkpoint every N steps")->capture_default_str();
+  train->add_option("--seed", t.seed, "initialisation and batch order")->capture_default_str();
+  train->add_option("--backend", train_opt.backend, "auto, vulkan, opengl or opengles");
+
+  cli::GenerateCliOptions gen_opt;
+  auto* generate = app.add_subcommand("generate", "sample text from a trained run");
+  generate->add_option("--ckpt", gen_opt.ckpt, "the run directory (holds checkpoint.safetensors and tokenizer.json)")
+      ->required();
+  generate->add_option("--prompt", gen_opt.generate.prompt, "text to continue");
+  generate->add_option("--max-tokens", gen_opt.generate.max_tokens, "tokens to sample")->capture_default_str();
+  generate->add_option("--temperature", gen_opt.generate.temperature, "0: greedy")->capture_default_str();
+  generate->add_option("--top-k", gen_opt.generate.top_k, "sample among the k likeliest (0: all)")->capture_default_str();
+  generate->add_option("--seed", gen_opt.generate.seed, "sampling seed")->capture_default_str();
+  generate->add_option("--backend", gen_opt.backend, "auto, vulkan, opengl or opengles");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -159,6 +194,8 @@ int main(int argc, char** argv) {
     if (*ops) return cmd_ops(verbose);
     if (*runop) return cmd_run_op(op_name, in_path, out_path, op_args, backend);
     if (*bench) return cli::run_bench(bench_opt);
+    if (*train) return cli::run_train(train_opt);
+    if (*generate) return cli::run_generate(gen_opt);
   } catch (const wgtrain::Error& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');  // one line, whatever the source

@@ -1,6 +1,7 @@
 #include "wgtrain/corpus.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -73,6 +74,55 @@ std::string load_brown(const std::string& dir) {
     text += untag_brown(ss.str());
   }
   return text;
+}
+
+std::string load_fortunes(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string n = e.path().filename().string();
+      if (!e.is_regular_file() || e.is_symlink() || n.find('.') != std::string::npos || n == "ascii-art") continue;
+      files.push_back(e.path());
+    }
+  if (files.empty())
+    throw Error("no fortune files in '" + dir + "': install Debian's fortunes package (scripts/setup.sh does)");
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::string line, entry;
+    auto flush = [&] {
+      // Trim blank lines around a fortune, keep its inner layout.
+      const size_t a = entry.find_first_not_of('\n');
+      if (a != std::string::npos) text += entry.substr(a, entry.find_last_not_of('\n') + 1 - a) + "\n\n";
+      entry.clear();
+    };
+    while (std::getline(in, line)) {
+      if (line == "%") {
+        flush();
+        continue;
+      }
+      entry += line + "\n";
+    }
+    flush();
+  }
+  return text;
+}
+
+std::string load_corpus(const std::string& name) {
+  auto env_or = [](const char* var, const char* fallback) {
+    const char* v = std::getenv(var);
+    return std::string(v && *v ? v : fallback);
+  };
+  if (name == "brown") return load_brown(env_or("WGTRAIN_BROWN_DIR", WGTRAIN_BROWN_DEFAULT_DIR));
+  if (name == "fortunes") return load_fortunes(env_or("WGTRAIN_FORTUNES_DIR", "/usr/share/games/fortunes"));
+  std::ifstream in(name, std::ios::binary);
+  if (!in) throw Error("no corpus named '" + name + "': not brown, fortunes, nor a readable text file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().empty()) throw Error("the corpus file '" + name + "' is empty");
+  return ss.str();
 }
 
 }  // namespace wgtrain

@@ -201,6 +201,8 @@ DeviceImpl::~DeviceImpl() {
   }
   if (index_error_) api.BufferRelease(index_error_);
   if (query_set_) api.QuerySetRelease(query_set_);
+  if (profile_queries_) api.QuerySetRelease(profile_queries_);
+  if (profile_resolve_) api.BufferRelease(profile_resolve_);
   if (query_resolve_) api.BufferRelease(query_resolve_);
   if (queue) api.QueueRelease(queue);
   if (device) {
@@ -641,15 +643,92 @@ void DeviceImpl::dispatch(const DispatchDesc& d) {
     if (bg) api.BindGroupRelease(bg);
     throw GpuError("'" + label + "': the device rejected the dispatch's bindings: " + scope.message);
   }
-  ensure_pass();
-  api.ComputePassEncoderSetPipeline(pass_, d.pipeline->pipeline);
-  api.ComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
-  api.ComputePassEncoderDispatchWorkgroups(pass_, d.groups_x, d.groups_y, d.groups_z);
+  encode_dispatch(d.op, d.pipeline->pipeline, bg, d.groups_x, d.groups_y, d.groups_z);
   api.BindGroupRelease(bg);  // the encoder holds its own reference
   if (d.counted) ++stats.dispatches;
   ++batch_dispatches_;
   check(d.op);
   if (batch_dispatches_ >= kMaxDispatchesPerBatch) flush();
+}
+
+void DeviceImpl::encode_dispatch(std::string_view op, WGPUComputePipeline pipeline, WGPUBindGroup bg, uint32_t gx,
+                                 uint32_t gy, uint32_t gz) {
+  if (!options.profile || timing_) {
+    ensure_pass();
+    api.ComputePassEncoderSetPipeline(pass_, pipeline);
+    api.ComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
+    api.ComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
+    return;
+  }
+  if (features.timestamp_query) {
+    if (!profile_queries_) {
+      WGPUQuerySetDescriptor qd{};
+      qd.label = sv("wgtrain profile");
+      qd.type = WGPUQueryType_Timestamp;
+      qd.count = 2 * kProfileSlots;
+      profile_queries_ = api.DeviceCreateQuerySet(device, &qd);
+      profile_resolve_ = create_buffer(16 * kProfileSlots, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc,
+                                       "profile timestamps");
+    }
+    if (profile_pending_.size() == kProfileSlots) settle_profile();
+    const uint32_t k = static_cast<uint32_t>(profile_pending_.size());
+    ensure_encoder();
+    end_pass();
+    WGPUComputePassDescriptor pd{};
+    pd.label = sv(op);
+    WGPUPassTimestampWrites tw{};
+    tw.querySet = profile_queries_;
+    tw.beginningOfPassWriteIndex = 2 * k;
+    tw.endOfPassWriteIndex = 2 * k + 1;
+    pd.timestampWrites = &tw;
+    WGPUComputePassEncoder pass = api.CommandEncoderBeginComputePass(encoder_, &pd);
+    api.ComputePassEncoderSetPipeline(pass, pipeline);
+    api.ComputePassEncoderSetBindGroup(pass, 0, bg, 0, nullptr);
+    api.ComputePassEncoderDispatchWorkgroups(pass, gx, gy, gz);
+    api.ComputePassEncoderEnd(pass);
+    api.ComputePassEncoderRelease(pass);
+    profile_pending_.emplace_back(op);
+    return;
+  }
+  // No timestamps: wait for what came before, then for this dispatch alone.
+  synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  ensure_pass();
+  api.ComputePassEncoderSetPipeline(pass_, pipeline);
+  api.ComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
+  api.ComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
+  synchronize();
+  auto& e = profile_.try_emplace(std::string(op)).first->second;
+  e.op = std::string(op);
+  ++e.dispatches;
+  e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void DeviceImpl::settle_profile() {
+  if (profile_pending_.empty()) return;
+  const std::vector<std::string> ops = std::move(profile_pending_);
+  profile_pending_.clear();
+  ensure_encoder();
+  end_pass();
+  const uint32_t n = static_cast<uint32_t>(ops.size());
+  api.CommandEncoderResolveQuerySet(encoder_, profile_queries_, 0, 2 * n, profile_resolve_, 0);
+  std::vector<uint64_t> ts(2 * n);
+  read(profile_resolve_, 0, ts.size() * 8, ts.data());
+  for (uint32_t k = 0; k < n; ++k) {
+    auto& e = profile_.try_emplace(ops[k]).first->second;
+    e.op = ops[k];
+    ++e.dispatches;
+    e.from_timestamps = true;
+    if (ts[2 * k + 1] >= ts[2 * k]) e.seconds += static_cast<double>(ts[2 * k + 1] - ts[2 * k]) * 1e-9;
+  }
+}
+
+std::vector<OpProfile> DeviceImpl::profile() {
+  if (!recording_) settle_profile();
+  std::vector<OpProfile> out;
+  for (const auto& [k, v] : profile_) out.push_back(v);
+  std::sort(out.begin(), out.end(), [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
+  return out;
 }
 
 void DeviceImpl::flush() {
@@ -819,10 +898,7 @@ void DeviceImpl::replay(const RecordingImpl& r) {
       api.CommandEncoderCopyBufferToBuffer(encoder_, c.src, c.src_offset, c.dst, c.dst_offset, c.bytes);
       continue;
     }
-    ensure_pass();
-    api.ComputePassEncoderSetPipeline(pass_, c.pipeline->pipeline);
-    api.ComputePassEncoderSetBindGroup(pass_, 0, c.bind_group, 0, nullptr);
-    api.ComputePassEncoderDispatchWorkgroups(pass_, c.groups_x, c.groups_y, c.groups_z);
+    encode_dispatch(c.op, c.pipeline->pipeline, c.bind_group, c.groups_x, c.groups_y, c.groups_z);
     if (c.counted) ++stats.dispatches;
     ++batch_dispatches_;
   }
@@ -843,6 +919,7 @@ const AdapterInfo& Device::info() const { return impl_->info; }
 const DeviceLimits& Device::limits() const { return impl_->limits; }
 const DeviceFeatures& Device::features() const { return impl_->features; }
 DeviceStats Device::stats() const { return impl_->stats; }
+std::vector<OpProfile> Device::profile() { return impl_->profile(); }
 void Device::flush() { impl_->flush(); }
 void Device::synchronize() { impl_->synchronize(); }
 void Device::begin_timing() { impl_->begin_timing(); }
@@ -867,6 +944,7 @@ Device Device::open(const DeviceOptions& requested) {
   if (options.backend == Backend::Auto)
     if (const char* env = std::getenv("WGTRAIN_BACKEND"); env && *env) options.backend = parse_backend(env);
   if (const char* env = std::getenv("WGTRAIN_POISON"); env && std::string(env) == "1") options.poison = true;
+  if (const char* env = std::getenv("WGTRAIN_PROFILE"); env && std::string(env) == "1") options.profile = true;
   // Dawn's OpenGL backends reach Mesa through EGL; without a display, EGL must use its surfaceless platform.
   setenv("EGL_PLATFORM", "surfaceless", 0);
 

@@ -169,6 +169,9 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   void begin_timing();
   Device::Timing end_timing();
 
+  // ---- profiling (DeviceOptions::profile) -------------------------------------------------------------------
+  std::vector<OpProfile> profile();
+
   // ---- recording (Device::record) --------------------------------------------------------------------------
   bool recording() const { return recording_ != nullptr; }
   void begin_recording();
@@ -224,6 +227,17 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   uint64_t recordings_ = 0;
   std::unordered_map<WGPUBuffer, std::weak_ptr<Storage>> live_;
   void no_recording(const char* what) const;
+
+  // Profiling: each dispatch goes through here. Timestamps: a pass per dispatch writing slots 2k, 2k+1 of
+  // profile_queries_, resolved in batches; otherwise a wait per dispatch.
+  void encode_dispatch(std::string_view op, WGPUComputePipeline pipeline, WGPUBindGroup bg, uint32_t gx, uint32_t gy,
+                       uint32_t gz);
+  void settle_profile();
+  std::map<std::string, OpProfile, std::less<>> profile_;
+  WGPUQuerySet profile_queries_ = nullptr;
+  WGPUBuffer profile_resolve_ = nullptr;
+  std::vector<std::string> profile_pending_;  // the op of each written slot pair
+  static constexpr uint32_t kProfileSlots = 2048;
 
   friend class wgtrain::Device;
   void wait(const bool& done, const char* what);

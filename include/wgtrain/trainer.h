@@ -1,0 +1,115 @@
+// Training a Llama model end to end: corpus, tokenizer, batches, the training step recorded once and replayed,
+// validation, checkpoints, the loss curve (CSV and PNG), resuming bit for bit, and fine-tuning from a checkpoint.
+//
+// A run lives in one directory:
+//   checkpoint.safetensors  the model, optimizer moments and trainer state (wgtrain/checkpoint.h)
+//   tokenizer.json          the BPE tokenizer trained on the run's corpus (or the one it was fine-tuned from)
+//   config.json             the model config, for reading
+//   loss.csv, loss.png      step, tokens, lr, train and validation loss, elapsed seconds; and their plot
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "wgtrain/bpe.h"
+#include "wgtrain/llama.h"
+
+namespace wgtrain {
+
+class Device;
+
+struct TrainOptions {
+  std::string model = "tiny";  // a preset (LlamaConfig::preset) or the path of a JSON config
+  std::string data = "brown";  // a corpus (load_corpus): brown, fortunes, or a text file
+  std::string out_dir = "runs/tiny-brown";
+  int64_t steps = 600;         // the step to train up to (a resumed run continues to it)
+  int64_t batch_size = 16;
+  int64_t seq_len = 0;         // 0: the model's max_seq_len
+  double lr = 3e-3;            // peak; linear warm-up, then cosine decay to lr * min_lr_ratio at `steps`
+  double min_lr_ratio = 0.1;
+  int64_t warmup = 50;
+  double weight_decay = 0.1;   // on matrices (embeddings, linears), not on norm gains
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  int64_t eval_every = 100;    // validation loss every this many steps (and at the end)
+  int64_t eval_batches = 8;    // of batch_size windows each
+  int64_t save_every = 200;    // checkpoint every this many steps (and at the end or on interrupt)
+  uint64_t seed = 1;           // model initialisation and batch order
+  bool resume = false;         // continue the run in out_dir from its checkpoint (its options win, but steps)
+  std::string init_from;       // fine-tune: start from the weights of this run directory, with its tokenizer
+};
+
+struct StepInfo {
+  int64_t step = 0, steps = 0;
+  double loss = 0, lr = 0;
+  double tokens_per_second = 0;  // this step's
+  double elapsed = 0;            // seconds since the run (or its resumption) began
+  std::optional<double> val_loss;  // at validation steps
+  bool saved = false;
+};
+
+class Trainer {
+ public:
+  // Sets the run up: loads the corpus and splits it, trains or loads the tokenizer, tokenises, builds (or loads)
+  // the model and the optimizer. `log` receives one-line progress messages about the set-up.
+  Trainer(Device& device, TrainOptions options, std::function<void(const std::string&)> log = {});
+  ~Trainer();
+
+  enum class Outcome { Finished, Interrupted };
+  // Trains until options.steps or until request_stop(); then saves a checkpoint. Calls on_step after each step.
+  // Throws Error if the loss stops being finite (nothing is saved then).
+  Outcome run(const std::function<void(const StepInfo&)>& on_step = {});
+  // Asks run() to stop after the step in progress (safe from a signal handler).
+  void request_stop() { stop_.store(true); }
+
+  // Mean loss over the validation windows.
+  double evaluate();
+  // Writes the checkpoint (and the loss plot) now.
+  void save();
+
+  int64_t step() const { return step_; }
+  double lr_at(int64_t step) const;
+  const TrainOptions& options() const { return opt_; }
+  const Llama& model() const { return *model_; }
+  const BpeTokenizer& tokenizer() const { return tokenizer_; }
+  int64_t train_tokens() const;
+  int64_t val_tokens() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  Device& device_;
+  TrainOptions opt_;
+  std::function<void(const std::string&)> log_;
+  std::unique_ptr<Llama> model_;
+  BpeTokenizer tokenizer_;
+  int64_t step_ = 0;
+  std::atomic<bool> stop_{false};
+};
+
+// Text from a trained run: the model and tokenizer of `run_dir`, sampling token by token.
+struct GenerateOptions {
+  std::string prompt;
+  int64_t max_tokens = 100;
+  double temperature = 0.8;  // 0: greedy
+  int64_t top_k = 40;        // 0: the whole vocabulary
+  uint64_t seed = 1;
+};
+
+class Generator {
+ public:
+  Generator(Device& device, const std::string& run_dir);
+  // The prompt followed by up to max_tokens sampled tokens, decoded; each new piece goes to on_text as it comes.
+  std::string generate(const GenerateOptions& options, const std::function<void(const std::string&)>& on_text = {});
+  const Llama& model() const { return *model_; }
+
+ private:
+  Device& device_;
+  std::unique_ptr<Llama> model_;
+  BpeTokenizer tokenizer_;
+};
+
+}  // namespace wgtrain

@@ -1,0 +1,192 @@
+// Checkpoint files: the model's parameters, q4 codes and scales, optimizer moments, config and state, checksummed.
+#include "wgtrain/checkpoint.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "wgtrain/error.h"
+#include "wgtrain/q4gsw.h"
+#include "wgtrain/safetensors.h"
+
+namespace wgtrain {
+
+namespace st = safetensors;
+
+namespace {
+
+constexpr const char* kFormat = "wgtrain-checkpoint-1";
+
+// FNV-1a over each tensor's name and bytes, in name order.
+std::string checksum(const st::Contents& c) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const uint8_t* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  };
+  for (const auto& [name, a] : c.tensors) {
+    mix(reinterpret_cast<const uint8_t*>(name.data()), name.size());
+    mix(a.bytes.data(), a.bytes.size());
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string base_of(const std::string& weight_name) {
+  const std::string suffix = ".weight";
+  return weight_name.substr(0, weight_name.size() - suffix.size());
+}
+
+st::Array f32_array(const float* data, const Shape& shape) {
+  st::Array a;
+  a.dtype = "F32";
+  a.shape = shape;
+  a.bytes.resize(static_cast<size_t>(numel(shape)) * 4);
+  std::memcpy(a.bytes.data(), data, a.bytes.size());
+  return a;
+}
+
+const st::Array& need(const st::Contents& c, const std::string& path, const std::string& name, const char* dtype,
+                      const Shape& shape) {
+  auto it = c.tensors.find(name);
+  if (it == c.tensors.end()) throw Error("checkpoint '" + path + "' has no tensor '" + name + "'");
+  if (it->second.dtype != dtype || it->second.shape != shape)
+    throw Error("checkpoint '" + path + "': tensor '" + name + "' is " + it->second.dtype + " " +
+                shape_str(it->second.shape) + ", the model needs " + dtype + " " + shape_str(shape));
+  return it->second;
+}
+
+st::Contents read_checked(const std::string& path) {
+  st::Contents c;
+  try {
+    c = st::load(path);
+  } catch (const Error& e) {
+    throw Error("cannot read checkpoint '" + path + "': " + e.what());
+  }
+  auto meta = [&](const char* key) {
+    auto it = c.metadata.find(key);
+    return it == c.metadata.end() ? std::string() : it->second;
+  };
+  if (meta("format") != kFormat)
+    throw Error("'" + path + "' is not a wgtrain checkpoint (format '" + meta("format") + "', expected '" + kFormat +
+                "')");
+  if (meta("checksum") != checksum(c))
+    throw Error("checkpoint '" + path + "' is corrupt: its data does not match its checksum");
+  return c;
+}
+
+CheckpointInfo info_of(const st::Contents& c, const std::string& path) {
+  CheckpointInfo info;
+  try {
+    info.config = LlamaConfig::from_json(c.metadata.at("config"));
+  } catch (const std::exception& e) {
+    throw Error("checkpoint '" + path + "': its model config is unusable: " + e.what());
+  }
+  if (auto it = c.metadata.find("state"); it != c.metadata.end()) info.state = it->second;
+  info.has_optimizer = c.metadata.count("optimizer") && c.metadata.at("optimizer") == "adamw";
+  return info;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Llama& model, const Tensor* m, const Tensor* v,
+                     const std::string& state_json) {
+  if ((m == nullptr) != (v == nullptr)) throw ArgumentError("save_checkpoint: give both moments or neither");
+  st::Contents c;
+  const auto values = model.values().to_host_f32();
+  std::vector<float> mh, vh;
+  if (m) {
+    mh = m->to_host_f32();
+    vh = v->to_host_f32();
+    if (mh.size() != values.size() || vh.size() != values.size())
+      throw ArgumentError("save_checkpoint: the moments are not laid out as the model's parameters");
+  }
+  for (const auto& p : model.params()) {
+    c.tensors[p.name] = f32_array(values.data() + p.offset, p.shape);
+    if (m) {
+      c.tensors["optimizer.m." + p.name] = f32_array(mh.data() + p.offset, p.shape);
+      c.tensors["optimizer.v." + p.name] = f32_array(vh.data() + p.offset, p.shape);
+    }
+    if (p.q4 < 0) continue;
+    const Q4Weight& w = model.q4_weights()[p.q4];
+    st::Array codes;
+    codes.dtype = "U8";
+    codes.shape = {w.out_features(), q4gsw::bytes_per_row(w.in_features)};
+    codes.bytes = q4gsw::download_bytes(w);
+    c.tensors[base_of(p.name) + ".qweight"] = std::move(codes);
+    c.tensors[base_of(p.name) + ".scales"] = st::from_tensor(w.scales);
+  }
+  c.metadata["format"] = kFormat;
+  c.metadata["config"] = model.config().to_json();
+  if (!state_json.empty()) c.metadata["state"] = state_json;
+  if (m) c.metadata["optimizer"] = "adamw";
+  c.metadata["checksum"] = checksum(c);
+  st::save(path, c);
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& path) { return info_of(read_checked(path), path); }
+
+CheckpointInfo load_checkpoint(const std::string& path, Llama& model, const Tensor* m, const Tensor* v) {
+  const st::Contents c = read_checked(path);
+  CheckpointInfo info = info_of(c, path);
+  if (info.config.to_json() != model.config().to_json())
+    throw Error("checkpoint '" + path + "' holds a different model:\n" + info.config.to_json() +
+                "\nthe model here is:\n" + model.config().to_json());
+  const bool moments = m != nullptr;
+  if (moments && !info.has_optimizer)
+    throw Error("checkpoint '" + path + "' has no optimizer state to resume from (it holds weights only)");
+  // Check everything before touching the device.
+  std::vector<float> values(static_cast<size_t>(model.arena_size()), 0.0f), mh, vh;
+  if (moments) {
+    mh.assign(values.size(), 0.0f);
+    vh.assign(values.size(), 0.0f);
+  }
+  struct Q4Load {
+    std::vector<int32_t> words;
+    std::vector<float> scales;
+  };
+  std::map<int, Q4Load> q4;
+  size_t expected = 0;
+  for (const auto& p : model.params()) {
+    const size_t n = static_cast<size_t>(numel(p.shape));
+    std::memcpy(values.data() + p.offset, need(c, path, p.name, "F32", p.shape).bytes.data(), n * 4);
+    ++expected;
+    if (moments) {
+      std::memcpy(mh.data() + p.offset, need(c, path, "optimizer.m." + p.name, "F32", p.shape).bytes.data(), n * 4);
+      std::memcpy(vh.data() + p.offset, need(c, path, "optimizer.v." + p.name, "F32", p.shape).bytes.data(), n * 4);
+    }
+    if (info.has_optimizer) expected += 2;
+    if (p.q4 < 0) continue;
+    const Q4Weight& w = model.q4_weights()[p.q4];
+    const int64_t rows = w.out_features(), k = w.in_features;
+    const st::Array& codes = need(c, path, base_of(p.name) + ".qweight", "U8", {rows, q4gsw::bytes_per_row(k)});
+    const st::Array& scales = need(c, path, base_of(p.name) + ".scales", "F32", w.scales.shape());
+    Q4Load& l = q4[p.q4];
+    l.words = q4gsw::pack_bytes(codes.bytes, rows, k);
+    l.scales.resize(static_cast<size_t>(w.scales.numel()));
+    std::memcpy(l.scales.data(), scales.bytes.data(), scales.bytes.size());
+    expected += 2;
+  }
+  if (c.tensors.size() != expected)
+    for (const auto& [name, a] : c.tensors) {
+      (void)a;
+      bool known = false;
+      for (const auto& p : model.params())
+        known = known || name == p.name || name == "optimizer.m." + p.name || name == "optimizer.v." + p.name ||
+                (p.q4 >= 0 && (name == base_of(p.name) + ".qweight" || name == base_of(p.name) + ".scales"));
+      if (!known) throw Error("checkpoint '" + path + "' holds a tensor the model does not have: '" + name + "'");
+    }
+  model.values().write(values);
+  for (const auto& [index, l] : q4) {
+    const Q4Weight& w = model.q4_weights()[index];
+    w.codes.write(l.words);
+    w.scales.write(l.scales);
+  }
+  if (moments) {
+    m->write(mh);
+    v->write(vh);
+  }
+  return info;
+}
+
+}  // namespace wgtrain
