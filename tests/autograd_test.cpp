@@ -108,6 +108,18 @@ TEST(Autograd, SoftmaxAndMasking) {
             [&](auto& v) { return ag::softmax(ag::masked_fill(v[0], cm, -INFINITY), -1); });
 }
 
+TEST(Autograd, FusedNormAndRope) {
+  gradcheck({random_host({3, 2, 7}, -2, 2), random_host({7}, 0.5, 1.5)},
+            [](auto& v) { return ag::rms_norm(v[0], v[1], 1e-5); });
+  ref::HostTensor cs({5, 3}), sn({5, 3});
+  for (size_t i = 0; i < cs.data.size(); ++i) {
+    cs.data[i] = static_cast<float>(std::cos(0.3 * static_cast<double>(i)));
+    sn.data[i] = static_cast<float>(std::sin(0.3 * static_cast<double>(i)));
+  }
+  const Tensor c = upload(cs), s = upload(sn);
+  gradcheck({random_host({2, 4, 3, 6})}, [&](auto& v) { return ag::rope(v[0], c, s, 0.7); });
+}
+
 TEST(Autograd, Products) {
   gradcheck({random_host({2, 3, 4}), random_host({2, 4, 5})}, [](auto& v) { return ag::bmm(v[0], v[1]); });
   // A transposed operand (a strided view).

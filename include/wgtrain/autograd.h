@@ -72,6 +72,9 @@ Var sum(const Var& x, const std::vector<int>& dims, bool keepdim = false);
 Var mean(const Var& x, const std::vector<int>& dims, bool keepdim = false);
 
 Var softmax(const Var& x, int dim = -1);
+// RMSNorm over the last dim with a gain (ops::rms_norm), and rotary position embedding times `scale` (ops::rope).
+Var rms_norm(const Var& x, const Var& weight, double eps);
+Var rope(const Var& x, const Tensor& cos, const Tensor& sin, double scale = 1.0);
 // x where mask is false, value where it is true; no gradient flows to the filled elements.
 Var masked_fill(const Var& x, const Tensor& mask, double value);
 

@@ -50,6 +50,8 @@ struct AdapterInfo {
   std::string adapter_type;   // "discrete GPU", "integrated GPU", "CPU", "unknown"
   bool compatibility_mode = false;
   uint32_t subgroup_min = 0, subgroup_max = 0;
+  // A CPU rasteriser rather than a GPU (Mesa's llvmpipe or lavapipe, SwiftShader): work is sized down for it.
+  bool software = false;
 };
 
 // The limits granted to the device (requested from the adapter's own limits, not WebGPU's defaults).

@@ -101,7 +101,7 @@ class Llama {
   autograd::Var param(size_t i) const;
   autograd::Var linear(const autograd::Var& x, size_t i) const;
   autograd::Var rms_norm(const autograd::Var& x, size_t gain) const;
-  autograd::Var rope(const autograd::Var& x, int64_t t) const;
+  autograd::Var rope(const autograd::Var& x, double scale) const;
   const Tensor& causal_mask(int64_t t) const;
 };
 

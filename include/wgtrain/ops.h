@@ -41,6 +41,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 // ---- softmax family (src/ops/softmax) ----
 Tensor softmax(const Tensor& x, int dim = -1);
 Tensor log_softmax(const Tensor& x, int dim = -1);
+// The gradient of y = softmax(x, dim): grad * y - y * sum(grad * y, dim), in one pass over each row.
+Tensor softmax_backward(const Tensor& grad, const Tensor& output, int dim = -1);
+
+// ---- norm (src/ops/norm) ----
+struct RmsNorm {
+  Tensor y;     // x * rstd * weight
+  Tensor rstd;  // 1 / sqrt(mean(x^2) + eps) per row: x's shape without its last dim
+};
+// RMSNorm over the last dim of x with a gain weight[D], in one pass per row.
+RmsNorm rms_norm(const Tensor& x, const Tensor& weight, double eps);
+struct RmsNormGrads {
+  Tensor dx, dweight;
+};
+// Its gradients, from the forward's rstd: dx in one pass per row, dweight summed over rows.
+RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd);
+
+// ---- rope (src/ops/rope) ----
+// Rotary position embedding of x [..., T, H, head_dim]: each head's pairs (i, i + head_dim / 2) at position t rotate
+// by cos/sin[t][i] (tables [>= T, head_dim / 2]), and the result is multiplied by `scale`. `inverse` rotates the
+// other way: the gradient of the forward (times the same scale).
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse = false, double scale = 1.0);
 
 // ---- elementwise (src/ops/elementwise) ----
 // By name, as listed by `wgtrain ops`: binary ops broadcast (NumPy rules) and need one dtype on both sides.

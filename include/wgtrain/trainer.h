@@ -27,8 +27,10 @@ struct TrainOptions {
   std::string data = "brown";  // a corpus (load_corpus): brown, fortunes, or a text file
   std::string out_dir = "runs/tiny-brown";
   int64_t steps = 600;         // the step to train up to (a resumed run continues to it)
-  int64_t batch_size = 16;
-  int64_t seq_len = 0;         // 0: the model's max_seq_len
+  // 0: chosen for the device: 16 sequences of the model's max_seq_len on a GPU; 8 of at most 64 tokens on a CPU
+  // rasteriser (llvmpipe), where a step is about 50 times slower.
+  int64_t batch_size = 0;
+  int64_t seq_len = 0;
   double lr = 3e-3;            // peak; linear warm-up, then cosine decay to lr * min_lr_ratio at `steps`
   double min_lr_ratio = 0.1;
   int64_t warmup = 50;

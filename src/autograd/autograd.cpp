@@ -299,10 +299,27 @@ Var softmax(const Var& x, int dim) {
   check(x, "softmax");
   const int d = normalize_dim(dim, x.rank());
   const Tensor y = ops::softmax(x.value(), d);
-  // dx = y * (g - sum(g * y, dim))
-  return make(y, {x}, [y, d](const Tensor& g, Grads& gr) {
-    const Tensor dot = ops::sum(ops::mul(g, y), {d}, true);
-    gr.add(0, ops::mul(y, ops::sub(g, dot)));
+  return make(y, {x}, [y, d](const Tensor& g, Grads& gr) { gr.add(0, ops::softmax_backward(g, y, d)); });
+}
+
+Var rms_norm(const Var& x, const Var& weight, double eps) {
+  check(x, "rms_norm");
+  check(weight, "rms_norm");
+  const Tensor xv = x.value(), wv = weight.value();
+  ops::RmsNorm n = ops::rms_norm(xv, wv, eps);
+  const Tensor rstd = n.rstd;
+  return make(n.y, {x, weight}, [xv, wv, rstd](const Tensor& g, Grads& gr) {
+    ops::RmsNormGrads d = ops::rms_norm_backward(g, xv, wv, rstd);
+    gr.add(0, d.dx);
+    gr.add(1, d.dweight);
+  });
+}
+
+Var rope(const Var& x, const Tensor& cos, const Tensor& sin, double scale) {
+  check(x, "rope");
+  // The rotation is orthogonal: its gradient rotates back, by the same scale.
+  return make(ops::rope(x.value(), cos, sin, false, scale), {x}, [cos, sin, scale](const Tensor& g, Grads& gr) {
+    gr.add(0, ops::rope(g, cos, sin, true, scale));
   });
 }
 

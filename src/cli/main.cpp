@@ -161,8 +161,8 @@ int main(int argc, char** argv) {
   train->add_option("--out", t.out_dir, "run directory (default runs/<config>-<data>)");
   train->add_flag("--resume", t.resume, "continue the run in --out from its checkpoint, bit for bit");
   train->add_option("--init-from", t.init_from, "fine-tune: start from the model in this run directory");
-  train->add_option("--batch-size", t.batch_size, "sequences per step")->capture_default_str();
-  train->add_option("--seq-len", t.seq_len, "tokens per sequence (default: the model's max_seq_len)");
+  train->add_option("--batch-size", t.batch_size, "sequences per step (default: 16 on a GPU, 8 on a CPU)");
+  train->add_option("--seq-len", t.seq_len, "tokens per sequence (default: max_seq_len on a GPU, 64 on a CPU)");
   train->add_option("--lr", t.lr, "peak learning rate")->capture_default_str();
   train->add_option("--min-lr-ratio", t.min_lr_ratio, "final learning rate / peak (cosine decay)")->capture_default_str();
   train->add_option("--warmup", t.warmup, "linear warm-up steps")->capture_default_str();

@@ -86,8 +86,7 @@ int run_train(const TrainCliOptions& cli) {
   std::printf("training %s on %s, steps %lld to %lld, batch %lld x %lld tokens, into %s\n",
               trainer.options().model.c_str(), trainer.options().data.c_str(), static_cast<long long>(first + 1),
               static_cast<long long>(steps), static_cast<long long>(trainer.options().batch_size),
-              static_cast<long long>(trainer.options().seq_len > 0 ? trainer.options().seq_len
-                                                                   : trainer.model().config().max_seq_len),
+              static_cast<long long>(trainer.options().seq_len),
               o.out_dir.c_str());
   std::fflush(stdout);
 

@@ -1021,6 +1021,9 @@ Device Device::open(const DeviceOptions& requested) {
     info.subgroup_min = ai.subgroupMinSize;
     info.subgroup_max = ai.subgroupMaxSize;
     if (info.name.empty()) info.name = info.driver;
+    info.software = ai.adapterType == WGPUAdapterType_CPU || info.name.find("llvmpipe") != std::string::npos ||
+                    info.name.find("lavapipe") != std::string::npos ||
+                    info.name.find("SwiftShader") != std::string::npos;
     api.AdapterInfoFreeMembers(ai);
     break;
   }

@@ -246,19 +246,12 @@ ag::Var Llama::linear(const ag::Var& x, size_t i) const {
 }
 
 ag::Var Llama::rms_norm(const ag::Var& x, size_t gain) const {
-  // x / sqrt(mean(x^2) + eps) * gain, over the last dim
-  const ag::Var ms = ag::mean(ag::mul(x, x), {-1}, true);
-  return ag::mul(ag::mul(x, ag::rsqrt(ag::add(ms, config_.norm_eps))), param(gain));
+  return ag::rms_norm(x, param(gain), config_.norm_eps);
 }
 
-ag::Var Llama::rope(const ag::Var& x, int64_t t) const {
-  // x [B, T, H, hd], halves rotated as pairs (i, i + hd/2):
-  // (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin)
-  const int64_t half = config_.head_dim() / 2;
-  const ag::Var cs = ag::Var::constant(rope_cos_.slice(0, 0, t).reshape({1, t, 1, half}));
-  const ag::Var sn = ag::Var::constant(rope_sin_.slice(0, 0, t).reshape({1, t, 1, half}));
-  const ag::Var x1 = ag::slice(x, -1, 0, half), x2 = ag::slice(x, -1, half, 2 * half);
-  return ag::cat({ag::sub(ag::mul(x1, cs), ag::mul(x2, sn)), ag::add(ag::mul(x2, cs), ag::mul(x1, sn))}, -1);
+ag::Var Llama::rope(const ag::Var& x, double scale) const {
+  // x [B, T, H, hd]: pairs (i, i + hd/2) rotated by position, as Hugging Face's rotate_half.
+  return ag::rope(x, rope_cos_, rope_sin_, scale);
 }
 
 const Tensor& Llama::causal_mask(int64_t t) const {
@@ -290,11 +283,12 @@ ag::Var Llama::logits(const Tensor& tokens) const {
     const size_t attn_norm = at++, wq = at++, wk = at++, wv = at++, wo = at++, w1 = at++, w2 = at++, w3 = at++,
                  ffn_norm = at++;
     const ag::Var h = rms_norm(x, attn_norm);
-    ag::Var q = rope(ag::reshape(linear(h, wq), {B, T, H, hd}), T);
-    ag::Var k = rope(ag::reshape(linear(h, wk), {B, T, KV, hd}), T);
+    // Queries take the attention's 1 / sqrt(hd) with their rotation.
+    ag::Var q = rope(ag::reshape(linear(h, wq), {B, T, H, hd}), q_scale);
+    ag::Var k = rope(ag::reshape(linear(h, wk), {B, T, KV, hd}), 1.0);
     ag::Var v = ag::reshape(linear(h, wv), {B, T, KV, hd});
     // To [B * H, T, hd]; each KV head serves `rep` consecutive query heads.
-    q = ag::reshape(ag::permute(ag::mul(q, q_scale), {0, 2, 1, 3}), {B * H, T, hd});
+    q = ag::reshape(ag::permute(q, {0, 2, 1, 3}), {B * H, T, hd});
     auto heads = [&](const ag::Var& kv) {
       const ag::Var p = ag::permute(kv, {0, 2, 1, 3});  // [B, KV, T, hd]
       if (rep == 1) return ag::reshape(p, {B * H, T, hd});

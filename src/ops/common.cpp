@@ -72,6 +72,12 @@ std::optional<std::pair<int32_t, int32_t>> host_known_range(const Tensor& t) {
   return st.int_range;
 }
 
+uint32_t row_segment(int64_t len) {
+  uint32_t seg = 1;
+  while (seg < 256 && static_cast<int64_t>(seg) * 4 < len) seg *= 2;
+  return seg;
+}
+
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype) {
   auto st = dev.allocate(static_cast<uint64_t>(numel(shape)) * dtype_size(dtype),
                          "a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape_str(shape));

@@ -44,6 +44,10 @@ void fill_u32x8(U32x8& dst, const Shape& values, const char* what);
 // one of them; nullopt otherwise, and the kernel's own check has to do.
 std::optional<std::pair<int32_t, int32_t>> host_known_range(const Tensor& t);
 
+// Threads that share one row in the row kernels (softmax, reduce, norms): a power of two near len / 4, from 1 to
+// 256, so a 256-thread workgroup holds 256 / segment rows and short rows do not leave most threads idle.
+uint32_t row_segment(int64_t len);
+
 // A new contiguous tensor on a device (poisoned when the device poisons).
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype);
 
@@ -62,6 +66,8 @@ void register_reduce_ops(Registry& r);
 void register_q4gsw_ops(Registry& r);
 void register_fused_ce_ops(Registry& r);
 void register_adamw_ops(Registry& r);
+void register_norm_ops(Registry& r);
+void register_rope_ops(Registry& r);
 
 // Helpers for registry entries.
 const Tensor& input(const OpTensors& in, const std::string& name);

@@ -29,6 +29,7 @@ HostTensor mm_abs(const HostTensor& a, const HostTensor& b);
 
 // softmax family
 HostTensor softmax(const HostTensor& x, int dim, bool log);
+HostTensor softmax_backward(const HostTensor& grad, const HostTensor& y, int dim);
 
 // elementwise binary, by the registry's names ("add", "sub", "mul", "div", "maximum", "minimum", "*_backward")
 HostTensor binary(const char* op, const HostTensor& a, const HostTensor& b, double alpha = 1.0);
@@ -56,5 +57,18 @@ HostTensor expand(const HostTensor& a, const Shape& shape);
 HostTensor reduce(const HostTensor& x, const std::vector<int>& dims, bool keepdim, bool mean);
 // Sum of |x| with the same reduction, for tolerances.
 HostTensor reduce_abs(const HostTensor& x, const std::vector<int>& dims, bool keepdim);
+
+// norm
+struct RmsNormRef {
+  HostTensor y, rstd;
+};
+RmsNormRef rms_norm(const HostTensor& x, const HostTensor& w, double eps);
+struct RmsNormGradRef {
+  HostTensor dx, dweight;
+};
+RmsNormGradRef rms_norm_backward(const HostTensor& dy, const HostTensor& x, const HostTensor& w, double eps);
+
+// rope: x [..., T, H, hd], tables [>= T, hd / 2]
+HostTensor rope(const HostTensor& x, const HostTensor& cos, const HostTensor& sin, bool inverse, double scale);
 
 }  // namespace wgtrain::ref

@@ -85,6 +85,8 @@ const Registry& Registry::global() {
     ops::detail::register_q4gsw_ops(r);
     ops::detail::register_fused_ce_ops(r);
     ops::detail::register_adamw_ops(r);
+    ops::detail::register_norm_ops(r);
+    ops::detail::register_rope_ops(r);
     return r;
   }();
   return reg;

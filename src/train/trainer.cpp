@@ -140,6 +140,9 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
   } else {
     config = config_from(opt_.model);
   }
+  const bool software = device_.info().software;
+  if (opt_.batch_size == 0) opt_.batch_size = software ? 8 : 16;
+  if (opt_.seq_len == 0) opt_.seq_len = software ? std::min<int64_t>(64, config.max_seq_len) : config.max_seq_len;
   if (opt_.steps < 1) throw ArgumentError("steps must be >= 1");
   if (opt_.batch_size < 1) throw ArgumentError("batch size must be >= 1");
   if (!(opt_.lr > 0) || opt_.min_lr_ratio < 0 || opt_.min_lr_ratio > 1 || opt_.warmup < 0)
@@ -147,10 +150,10 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
   if (opt_.eval_every < 1 || opt_.save_every < 1 || opt_.eval_batches < 1)
     throw ArgumentError("eval_every, save_every and eval_batches must be >= 1");
   Impl& s = *impl_;
-  s.seq_len = opt_.seq_len > 0 ? opt_.seq_len : config.max_seq_len;
-  if (s.seq_len > config.max_seq_len)
-    throw ArgumentError("sequence length " + std::to_string(s.seq_len) + " exceeds the model's max_seq_len " +
-                        std::to_string(config.max_seq_len));
+  s.seq_len = opt_.seq_len;
+  if (s.seq_len < 1 || s.seq_len > config.max_seq_len)
+    throw ArgumentError("sequence length " + std::to_string(s.seq_len) + " is outside 1..max_seq_len (" +
+                        std::to_string(config.max_seq_len) + ")");
 
   // Text, split, tokenizer, tokens.
   const std::string text = load_corpus(opt_.data);

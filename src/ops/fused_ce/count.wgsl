@@ -2,6 +2,7 @@
 // One workgroup; R is at most a few times 64k, so a strided loop per thread is enough.
 
 const WG: u32 = 256u;
+const SEG: u32 = WG;  // one workgroup-wide sum
 
 struct Params {
   rows: u32,

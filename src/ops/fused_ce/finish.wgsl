@@ -2,6 +2,7 @@
 // One workgroup, a fixed summation order: the same inputs always give the same loss.
 
 const WG: u32 = 256u;
+const SEG: u32 = WG;  // one workgroup-wide sum
 
 struct Params {
   rows: u32,

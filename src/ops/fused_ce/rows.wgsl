@@ -9,6 +9,7 @@
 // the logits are read once (fused_ce.cpp writes both forms).
 
 const WG: u32 = {{WG}}u;  // 1024 where the device allows: fewer rows in flight keep each row in cache for pass 2
+const SEG: u32 = WG;       // one row per workgroup
 
 {{>common/rowstats}}
 

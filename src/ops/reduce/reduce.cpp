@@ -48,7 +48,7 @@ Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape
     p.chunk = p.count;
     p.scale = scale;
     Tensor out = new_tensor(dev, {n_out}, DType::F32);
-    const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "true"}});
+    const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "true"}, {"SEG", "1"}});
     const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n_out) + 255) / 256);
     dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
     return out;
@@ -63,8 +63,10 @@ Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape
   p.chunk = u32(chunk, "chunk");
   p.scale = parts == 1 ? scale : 1.0f;
   Tensor out = new_tensor(dev, {n_out * parts}, DType::F32);
-  const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "false"}});
-  const auto [gx, gy] = dev.grid(static_cast<uint64_t>(n_out * parts));
+  const uint32_t seg = row_segment(chunk);
+  const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "false"}, {"SEG", std::to_string(seg)}});
+  const uint64_t per_group = 256 / seg;
+  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n_out * parts) + per_group - 1) / per_group);
   dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
   if (parts == 1) return out;
   // Second stage: the parts of each output are contiguous.

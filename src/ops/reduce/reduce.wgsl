@@ -1,11 +1,13 @@
 // Sum over the reduced dims of a strided f32 view, times a scale (1 for sum, 1/count for mean).
 // The view is split into kept dims (which index the output) and reduced dims, each with its own shape and strides.
-// PER_THREAD = true: one thread per output, for short reductions. Otherwise one workgroup per (output, part): the
-// reduced range is cut into `parts` chunks of `chunk` elements, each summed by a workgroup (tree in workgroup
-// memory) into out[o * parts + part]; a second dispatch then reduces the parts.
+// PER_THREAD = true: one thread per output, for short reductions. Otherwise one segment of SEG threads per
+// (output, part), WG / SEG of them to a workgroup: the reduced range is cut into `parts` chunks of `chunk`
+// elements, each summed by a segment (tree in workgroup memory) into out[o * parts + part]; a second dispatch then
+// reduces the parts.
 
 const PER_THREAD: bool = {{PER_THREAD}};
 const WG: u32 = 256u;
+const SEG: u32 = {{SEG}}u;
 
 struct Params {
   n_out: u32,
@@ -73,20 +75,24 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     return;
   }
 
-  if (g >= p.n_out * p.parts) {
-    return;
-  }
-  let o = g / p.parts;
-  let part = g % p.parts;
-  let base = kept_offset(o);
+  // Segment `slot` of this workgroup sums (output, part) `item`; past the last item it adds nothing, but still
+  // takes part in the barriers.
+  let item = g * (WG / SEG) + lid.x / SEG;
+  let lane = lid.x % SEG;
+  let valid = item < p.n_out * p.parts;
+  let o = item / p.parts;
+  let part = item % p.parts;
   let begin = part * p.chunk;
-  let end = min(p.count, begin + p.chunk);
+  let end = select(begin, min(p.count, begin + p.chunk), valid);
   var acc = 0.0;
-  for (var r = begin + lid.x; r < end; r = r + WG) {
-    acc = acc + x[base + red_offset(r)];
+  if (valid) {
+    let base = kept_offset(o);
+    for (var r = begin + lane; r < end; r = r + SEG) {
+      acc = acc + x[base + red_offset(r)];
+    }
   }
   let total = workgroup_sum(lid.x, acc);
-  if (lid.x == 0u) {
-    out[g] = total * p.scale;
+  if (valid && lane == 0u) {
+    out[item] = total * p.scale;
   }
 }

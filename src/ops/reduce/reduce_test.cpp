@@ -56,7 +56,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{{3, 5, 7}, {1}, false}, Case{{3, 5, 7}, {0, 2}, true}, Case{{3, 5, 7}, {}, true},
                       Case{{64, 3}, {1}, false}, Case{{3, 200}, {0}, false}, Case{{300, 70}, {0}, false},
                       Case{{2, 3, 4, 5}, {-1, 1}, false}, Case{{7, 1, 9}, {1}, false}, Case{{5, 4099}, {1}, true},
-                      Case{{2, 2, 2, 2, 2, 2, 2, 3}, {0, 2, 4, 6}, false}));
+                      Case{{2, 2, 2, 2, 2, 2, 2, 3}, {0, 2, 4, 6}, false},
+                      // Rows of 65 to a few hundred: several outputs share a workgroup.
+                      Case{{37, 128}, {1}, true}, Case{{300, 70}, {1}, false}, Case{{3, 200, 5}, {1}, false},
+                      Case{{1, 65}, {-1}, false}));
 
 TEST(Reduce, StridedInput) {
   const auto x = random_host({20, 30});

@@ -1,4 +1,4 @@
-// _softmax and _log_softmax along any dim (softmax.wgsl).
+// _softmax and _log_softmax along any dim (softmax.wgsl), and the softmax's gradient (softmax_backward.wgsl).
 #include "ops/common.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
@@ -12,6 +12,21 @@ namespace {
 struct alignas(16) SoftmaxParams {
   uint32_t rows, len, inner, x_off;
 };
+struct alignas(16) SoftmaxBackwardParams {
+  uint32_t rows, len, inner, dy_off, y_off, pad0, pad1, pad2;
+};
+
+// outer * inner rows of `len` along dim d of a contiguous shape.
+struct Rows {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+Rows rows_of(const Tensor& x, int d) {
+  Rows r;
+  r.len = x.rank() == 0 ? 1 : x.size(d);
+  for (int i = 0; i < d; ++i) r.outer *= x.size(i);
+  for (int i = d + 1; i < x.rank(); ++i) r.inner *= x.size(i);
+  return r;
+}
 
 Tensor softmax_impl(const char* op, const Tensor& x_in, int dim, bool log) {
   check_dtype(op, x_in, "self", {DType::F32});
@@ -20,17 +35,15 @@ Tensor softmax_impl(const char* op, const Tensor& x_in, int dim, bool log) {
   DeviceImpl& dev = x.device_impl();
   Tensor y = new_tensor(dev, x.shape(), DType::F32);
   if (x.numel() == 0) return y;
-  int64_t outer = 1, inner = 1;
-  const int64_t len = x.rank() == 0 ? 1 : x.size(d);
-  for (int i = 0; i < d; ++i) outer *= x.size(i);
-  for (int i = d + 1; i < x.rank(); ++i) inner *= x.size(i);
+  const Rows r = rows_of(x, d);
   SoftmaxParams p{};
-  p.rows = u32(outer * inner, "rows");
-  p.len = u32(len, "length");
-  p.inner = u32(inner, "inner size");
+  p.rows = u32(r.outer * r.inner, "rows");
+  p.len = u32(r.len, "length");
+  p.inner = u32(r.inner, "inner size");
   p.x_off = u32(x.offset(), "offset");
-  const auto& pipe = dev.pipeline("softmax/softmax", {{"LOG", log ? "true" : "false"}});
-  const auto [gx, gy] = dev.grid(p.rows);
+  const uint32_t seg = row_segment(r.len);
+  const auto& pipe = dev.pipeline("softmax/softmax", {{"LOG", log ? "true" : "false"}, {"SEG", std::to_string(seg)}});
+  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.rows) + 256 / seg - 1) / (256 / seg));
   dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {y.storage()->buffer}}, gx, gy, 1});
   return y;
 }
@@ -38,6 +51,30 @@ Tensor softmax_impl(const char* op, const Tensor& x_in, int dim, bool log) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int dim) { return softmax_impl("_softmax", x, dim, false); }
+
+Tensor softmax_backward(const Tensor& grad, const Tensor& output, int dim) {
+  const char* op = "_softmax_backward_data";
+  check_dtype(op, grad, "grad_output", {DType::F32});
+  check_dtype(op, output, "output", {DType::F32});
+  check_same_device(op, grad, output);
+  if (grad.shape() != output.shape())
+    throw ArgumentError(std::string(op) + ": grad_output " + shape_str(grad.shape()) + " and output " +
+                        shape_str(output.shape()) + " differ");
+  const int d = normalize_dim(dim, output.rank());
+  const Tensor g = contiguous(grad), y = contiguous(output);
+  DeviceImpl& dev = y.device_impl();
+  Tensor dx = new_tensor(dev, y.shape(), DType::F32);
+  if (y.numel() == 0) return dx;
+  const Rows r = rows_of(y, d);
+  SoftmaxBackwardParams p{u32(r.outer * r.inner, "rows"), u32(r.len, "length"), u32(r.inner, "inner size"),
+                          u32(g.offset(), "offset"), u32(y.offset(), "offset"), 0, 0, 0};
+  const uint32_t seg = row_segment(r.len);
+  const auto& pipe = dev.pipeline("softmax/softmax_backward", {{"SEG", std::to_string(seg)}});
+  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.rows) + 256 / seg - 1) / (256 / seg));
+  dev.dispatch({op, &pipe, &p, sizeof p, {{g.storage()->buffer}, {y.storage()->buffer}, {dx.storage()->buffer}},
+                gx, gy, 1});
+  return dx;
+}
 Tensor log_softmax(const Tensor& x, int dim) { return softmax_impl("_log_softmax", x, dim, true); }
 
 namespace detail {
@@ -60,6 +97,21 @@ void register_softmax_ops(Registry& r) {
     };
     r.add(std::move(s));
   }
+  OpSchema b;
+  b.name = "_softmax_backward_data";
+  b.family = "softmax";
+  b.summary = "the softmax's gradient: output * (grad_output - sum(grad_output * output)) along dim";
+  b.inputs = {"grad_output", "output"};
+  b.args = {{"dim", "int", "-1", "the dim the softmax normalised over"}};
+  b.outputs = {"out"};
+  b.dtypes = {DType::F32};
+  b.training_only = true;
+  b.constraints = {"grad_output and output of one shape", "output is the softmax's result"};
+  b.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    return OpTensors{{"out", softmax_backward(input(in, "grad_output"), input(in, "output"),
+                                              static_cast<int>(args.get_int("dim", -1)))}};
+  };
+  r.add(std::move(b));
 }
 
 }  // namespace detail

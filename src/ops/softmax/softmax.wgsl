@@ -1,10 +1,12 @@
 // Softmax / log-softmax along one dim of a contiguous f32 tensor, seen as [outer, len, inner].
-// One workgroup per (outer, inner) row: a single pass keeps a running (max, sum of exp(x - max)) per thread, the
-// pairs are merged in workgroup memory, then the row is written. Stable for any magnitude: every exponent is <= 0.
-// Variant: LOG (true: log_softmax).
+// Each row (one (outer, inner) pair) is taken by a segment of SEG threads, so a workgroup holds WG / SEG rows: long
+// rows get the whole workgroup, short ones (attention scores) share it. A single pass keeps a running
+// (max, sum of exp(x - max)) per thread, the pairs are merged within the segment, then the row is written. Stable
+// for any magnitude: every exponent is <= 0. Variants: LOG (true: log_softmax), SEG.
 
 const LOG: bool = {{LOG}};
 const WG: u32 = 256u;
+const SEG: u32 = {{SEG}}u;
 
 struct Params {
   rows: u32,
@@ -22,27 +24,27 @@ struct Params {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= p.rows) {
-    return;
-  }
+  let row = (wid.x + wid.y * nwg.x) * (WG / SEG) + lid.x / SEG;
+  // Threads past the last row still take part in the barriers, with nothing to add.
+  let valid = row < p.rows;
   let base = (row / p.inner) * p.len * p.inner + (row % p.inner);
-  let t = lid.x;
+  let t = lid.x % SEG;
+  let len = select(0u, p.len, valid);
 
   var m = LOWEST;
   var s = 0.0;
-  for (var l = t; l < p.len; l = l + WG) {
+  for (var l = t; l < len; l = l + SEG) {
     let v = x[p.x_off + base + l * p.inner];
     let r = merge_stats(m, s, v, 1.0);
     m = r.x;
     s = r.y;
   }
-  let stats = row_stats(t, m, s);
+  let stats = row_stats(lid.x, m, s);
   let row_max = stats.x;
   let row_sum = stats.y;
   let log_sum = log(row_sum);
   let inv_sum = 1.0 / row_sum;
-  for (var l = t; l < p.len; l = l + WG) {
+  for (var l = t; l < len; l = l + SEG) {
     let v = x[p.x_off + base + l * p.inner];
     if (LOG) {
       y[base + l * p.inner] = v - row_max - log_sum;

@@ -1,6 +1,7 @@
-// _softmax and _log_softmax against the float64 reference.
+// _softmax, _log_softmax and _softmax_backward_data against the float64 reference.
 // Tolerance: softmax |y - ref| <= 1e-6 + 1e-5 |ref|; log_softmax |y - ref| <= 4e-7 (|ref| + |x| + 1), a few f32
-// roundings of x - max - log(sum) (for logits of 1e4 that is about 1e-3 absolute, as exact as x itself).
+// roundings of x - max - log(sum) (for logits of 1e4 that is about 1e-3 absolute, as exact as x itself);
+// the backward |dx - ref| <= 1e-6 (y (|dy| + sum |dy y|) + 1e-6), float32 rounding of the row's dot product.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,6 +38,20 @@ void check(const ref::HostTensor& x, int dim) {
   ref::HostTensor scale(x.shape);
   for (size_t i = 0; i < x.data.size(); ++i) scale.data[i] = std::fabs(want_log.data[i]) + std::fabs(x.data[i]) + 1.0;
   EXPECT_TRUE(all_close(ops::log_softmax(xt, dim), want_log, 0, 4e-7, &scale)) << "log_softmax";
+  // The backward, from the reference output (rounded to f32, as the GPU would hold it).
+  ref::HostTensor y = ref::softmax(x, dim, false);
+  for (auto& v : y.data) v = static_cast<float>(v);
+  const ref::HostTensor g = random_host(x.shape);
+  ref::HostTensor gy = g;
+  for (size_t i = 0; i < gy.data.size(); ++i) gy.data[i] = std::fabs(g.data[i] * y.data[i]);
+  const ref::HostTensor dots = ref::reduce(gy, {dim}, true, false);
+  ref::HostTensor bscale(x.shape);
+  const ref::HostTensor dots_full = ref::expand(dots, x.shape);
+  for (size_t i = 0; i < bscale.data.size(); ++i)
+    bscale.data[i] = y.data[i] * (std::fabs(g.data[i]) + dots_full.data[i]) + 1e-6;
+  EXPECT_TRUE(all_close(ops::softmax_backward(upload(g), upload(y), dim), ref::softmax_backward(g, y, dim), 0, 1e-6,
+                        &bscale))
+      << "softmax_backward";
 }
 
 TEST_P(SoftmaxCases, MatchesReference) {
@@ -47,7 +62,10 @@ TEST_P(SoftmaxCases, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Awkward, SoftmaxCases,
                          ::testing::Values(Case{{1}, 0, 3}, Case{{7}, -1, 3}, Case{{3, 1000}, -1, 5},
                                            Case{{5, 17, 3}, 1, 5}, Case{{5, 17, 3}, 0, 5}, Case{{2, 3, 257}, 2, 8},
-                                           Case{{4, 31}, -1, 1e4}, Case{{1, 1}, 1, 1}, Case{{2, 1, 3}, 1, 2}));
+                                           Case{{4, 31}, -1, 1e4}, Case{{1, 1}, 1, 1}, Case{{2, 1, 3}, 1, 2},
+                                           // Short rows, several to a workgroup (attention scores).
+                                           Case{{37, 128}, -1, 6}, Case{{3, 9, 64}, -1, 4}, Case{{101, 5}, 1, 3},
+                                           Case{{7, 130, 2}, 1, 3}));
 
 TEST(Softmax, ManyRowsUseA2DGrid) {
   // More rows than one grid dimension holds (65535).
@@ -77,6 +95,10 @@ TEST(Softmax, StridedInput) {
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 5; ++j) xtr.data[j * 6 + i] = x.data[i * 5 + j];
   EXPECT_TRUE(all_close(ops::softmax(xt, 1), ref::softmax(xtr, 1, false), 1e-6, 1e-5));
+}
+
+TEST(Softmax, BackwardRejectsMismatchedShapes) {
+  EXPECT_THROW(ops::softmax_backward(upload(random_host({2, 3})), upload(random_host({3, 2}))), ArgumentError);
 }
 
 TEST(Softmax, RejectsBadDim) {

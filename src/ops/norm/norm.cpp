@@ -1,0 +1,129 @@
+// rms_norm and rms_norm_backward (rms_norm.wgsl, rms_norm_backward.wgsl).
+#include "ops/common.h"
+#include "wgtrain/device.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain::ops {
+
+using namespace detail;
+
+namespace {
+
+struct alignas(16) NormParams {
+  uint32_t rows, dim, x_off, w_off;
+  float eps;
+  uint32_t pad0, pad1, pad2;
+};
+struct alignas(16) NormBackwardParams {
+  uint32_t rows, dim, dy_off, x_off, w_off, r_off, pad0, pad1;
+};
+
+void check_weight(const char* op, const Tensor& x, const Tensor& weight) {
+  check_dtype(op, x, "input", {DType::F32});
+  check_dtype(op, weight, "weight", {DType::F32});
+  check_same_device(op, x, weight);
+  if (x.rank() < 1) throw ArgumentError(std::string(op) + ": input needs at least 1 dim");
+  if (weight.rank() != 1 || weight.size(0) != x.size(-1))
+    throw ArgumentError(std::string(op) + ": weight " + shape_str(weight.shape()) + " must be [" +
+                        std::to_string(x.size(-1)) + "], the input's last dim");
+}
+
+std::pair<uint32_t, uint32_t> row_grid(DeviceImpl& dev, int64_t rows, uint32_t seg) {
+  const uint64_t per = 256 / seg;
+  return dev.grid((static_cast<uint64_t>(rows) + per - 1) / per);
+}
+
+}  // namespace
+
+RmsNorm rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {
+  check_weight("rms_norm", x_in, weight_in);
+  if (!(eps > 0)) throw ArgumentError("rms_norm: eps must be > 0");
+  const Tensor x = contiguous(x_in), w = contiguous(weight_in);
+  DeviceImpl& dev = x.device_impl();
+  const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
+  RmsNorm out;
+  out.y = new_tensor(dev, x.shape(), DType::F32);
+  out.rstd = new_tensor(dev, Shape(x.shape().begin(), x.shape().end() - 1), DType::F32);
+  if (rows == 0 || dim == 0) return out;
+  NormParams p{u32(rows, "rows"), u32(dim, "dim"), u32(x.offset(), "offset"), u32(w.offset(), "offset"),
+               static_cast<float>(eps), 0, 0, 0};
+  const uint32_t seg = row_segment(dim);
+  const auto [gx, gy] = row_grid(dev, rows, seg);
+  dev.dispatch({"rms_norm", &dev.pipeline("norm/rms_norm", {{"SEG", std::to_string(seg)}}), &p, sizeof p,
+                {{x.storage()->buffer}, {w.storage()->buffer}, {out.y.storage()->buffer}, {out.rstd.storage()->buffer}},
+                gx, gy, 1});
+  return out;
+}
+
+RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight_in,
+                               const Tensor& rstd_in) {
+  const char* op = "rms_norm_backward";
+  check_weight(op, x_in, weight_in);
+  check_dtype(op, dy_in, "grad_output", {DType::F32});
+  check_dtype(op, rstd_in, "rstd", {DType::F32});
+  if (dy_in.shape() != x_in.shape())
+    throw ArgumentError(std::string(op) + ": grad_output " + shape_str(dy_in.shape()) + " and input " +
+                        shape_str(x_in.shape()) + " differ");
+  const Shape rows_shape(x_in.shape().begin(), x_in.shape().end() - 1);
+  if (rstd_in.shape() != rows_shape)
+    throw ArgumentError(std::string(op) + ": rstd " + shape_str(rstd_in.shape()) + " should be " +
+                        shape_str(rows_shape) + " (one per row)");
+  const Tensor dy = contiguous(dy_in), x = contiguous(x_in), w = contiguous(weight_in), r = contiguous(rstd_in);
+  DeviceImpl& dev = x.device_impl();
+  const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
+  RmsNormGrads g;
+  g.dx = new_tensor(dev, x.shape(), DType::F32);
+  const Tensor part = new_tensor(dev, {rows, dim}, DType::F32);
+  if (rows > 0 && dim > 0) {
+    NormBackwardParams p{u32(rows, "rows"),        u32(dim, "dim"),          u32(dy.offset(), "offset"),
+                         u32(x.offset(), "offset"), u32(w.offset(), "offset"), u32(r.offset(), "offset"), 0, 0};
+    const uint32_t seg = row_segment(dim);
+    const auto [gx, gy] = row_grid(dev, rows, seg);
+    dev.dispatch({op, &dev.pipeline("norm/rms_norm_backward", {{"SEG", std::to_string(seg)}}), &p, sizeof p,
+                  {{dy.storage()->buffer}, {x.storage()->buffer}, {w.storage()->buffer}, {r.storage()->buffer},
+                   {g.dx.storage()->buffer}, {part.storage()->buffer}},
+                  gx, gy, 1});
+  }
+  g.dweight = sum(part, {0});
+  return g;
+}
+
+namespace detail {
+
+void register_norm_ops(Registry& r) {
+  OpSchema f;
+  f.name = "rms_norm";
+  f.family = "norm";
+  f.summary = "input * rstd * weight over the last dim, rstd = 1 / sqrt(mean(input^2) + eps)";
+  f.inputs = {"input", "weight"};
+  f.args = {{"eps", "float", "1e-5", "added to the mean square"}};
+  f.outputs = {"out", "rstd"};
+  f.dtypes = {DType::F32};
+  f.min_rank = 1;
+  f.constraints = {"weight is [input.size(-1)]", "rstd has input's shape without its last dim"};
+  f.run = [](Device&, const OpTensors& in, const OpArgs& args) {
+    RmsNorm n = rms_norm(input(in, "input"), input(in, "weight"), args.get_float("eps", 1e-5));
+    return OpTensors{{"out", n.y}, {"rstd", n.rstd}};
+  };
+  r.add(std::move(f));
+
+  OpSchema b;
+  b.name = "rms_norm_backward";
+  b.family = "norm";
+  b.summary = "gradients of rms_norm: grad_input, and grad_weight summed over rows";
+  b.inputs = {"grad_output", "input", "weight", "rstd"};
+  b.outputs = {"grad_input", "grad_weight"};
+  b.dtypes = {DType::F32};
+  b.min_rank = 1;
+  b.training_only = true;
+  b.constraints = {"rstd is the forward's", "grad_output has input's shape"};
+  b.run = [](Device&, const OpTensors& in, const OpArgs&) {
+    RmsNormGrads g =
+        rms_norm_backward(input(in, "grad_output"), input(in, "input"), input(in, "weight"), input(in, "rstd"));
+    return OpTensors{{"grad_input", g.dx}, {"grad_weight", g.dweight}};
+  };
+  r.add(std::move(b));
+}
+
+}  // namespace detail
+}  // namespace wgtrain::ops

@@ -1,0 +1,62 @@
+// rms_norm and rms_norm_backward against the float64 reference, at row lengths that give one to many rows per
+// workgroup. Tolerances: y and dx |err| <= 1e-6 + 2e-5 |ref| (float32 row sums); dweight, a sum over rows,
+// |err| <= 1e-5 (sum over rows of |dy x rstd|) + 1e-6.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/reference.h"
+#include "support/test_support.h"
+#include "wgtrain/error.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain {
+namespace {
+
+using test::all_close;
+using test::random_host;
+using test::upload;
+
+class RmsNormCases : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(RmsNormCases, ForwardAndBackwardMatchTheReference) {
+  const Shape shape = GetParam();
+  const int64_t dim = shape.back();
+  const double eps = 1e-5;
+  const auto x = random_host(shape, -3, 3), w = random_host({dim}, 0.5, 1.5), dy = random_host(shape);
+  const ref::RmsNormRef want = ref::rms_norm(x, w, eps);
+  const Tensor xt = upload(x), wt = upload(w);
+  const ops::RmsNorm got = ops::rms_norm(xt, wt, eps);
+  EXPECT_TRUE(all_close(got.y, want.y, 1e-6, 2e-5)) << "y";
+  EXPECT_TRUE(all_close(got.rstd, want.rstd, 1e-6, 2e-5)) << "rstd";
+
+  const ref::RmsNormGradRef g = ref::rms_norm_backward(dy, x, w, eps);
+  const ops::RmsNormGrads gg = ops::rms_norm_backward(upload(dy), xt, wt, got.rstd);
+  EXPECT_TRUE(all_close(gg.dx, g.dx, 1e-6, 2e-5)) << "dx";
+  ref::HostTensor scale({dim});
+  for (int64_t r = 0; r < x.numel() / dim; ++r)
+    for (int64_t j = 0; j < dim; ++j)
+      scale.data[j] += std::fabs(dy.data[r * dim + j] * x.data[r * dim + j] * want.rstd.data[r]);
+  EXPECT_TRUE(all_close(gg.dweight, g.dweight, 1e-6, 1e-5, &scale)) << "dweight";
+}
+
+INSTANTIATE_TEST_SUITE_P(Awkward, RmsNormCases,
+                         ::testing::Values(Shape{1}, Shape{1, 7}, Shape{3, 4, 5}, Shape{37, 128}, Shape{5, 1000},
+                                           Shape{2, 3, 257}, Shape{301, 24}, Shape{1, 4099}));
+
+TEST(RmsNorm, StridedInputAndBadShapes) {
+  const auto x = random_host({6, 5}), w = random_host({6}, 0.5, 1.5);
+  ref::HostTensor xt({5, 6});
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 5; ++j) xt.data[j * 6 + i] = x.data[i * 5 + j];
+  EXPECT_TRUE(all_close(ops::rms_norm(upload(x).transpose(0, 1), upload(w), 1e-6).y, ref::rms_norm(xt, w, 1e-6).y,
+                        1e-6, 2e-5));
+  EXPECT_THROW(ops::rms_norm(upload(x), upload(w), 1e-5), ArgumentError);  // weight [6] for rows of 5
+  EXPECT_THROW(ops::rms_norm(upload(xt), upload(w), 0.0), ArgumentError);
+  const ops::RmsNorm n = ops::rms_norm(upload(xt), upload(w), 1e-5);
+  EXPECT_THROW(ops::rms_norm_backward(upload(random_host({5, 5})), upload(xt), upload(w), n.rstd), ArgumentError);
+  EXPECT_THROW(ops::rms_norm_backward(upload(xt), upload(xt), upload(w), upload(random_host({6}))), ArgumentError);
+}
+
+}  // namespace
+}  // namespace wgtrain

@@ -1,0 +1,54 @@
+// The gradient of RMSNorm (rms_norm.wgsl) for rows of `dim`, given dy, x, weight and the forward's rstd:
+//   dx = rstd * dy * w - x * rstd^3 / dim * sum_j(dy_j w_j x_j)
+//   dw_part = dy * x * rstd      (each row's share of the weight's gradient; the handler sums it over rows)
+// Rows are taken by segments of SEG threads, as in the forward.
+
+const WG: u32 = 256u;
+const SEG: u32 = {{SEG}}u;
+
+struct Params {
+  rows: u32,
+  dim: u32,
+  dy_off: u32,
+  x_off: u32,
+  w_off: u32,
+  r_off: u32,
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> dy: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> weight: array<f32>;
+@group(0) @binding(4) var<storage, read> rstd: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dw_part: array<f32>;
+
+{{>common/wgsum}}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
+        @builtin(num_workgroups) nwg: vec3u) {
+  let row = (wid.x + wid.y * nwg.x) * (WG / SEG) + lid.x / SEG;
+  let valid = row < p.rows;
+  let t = lid.x % SEG;
+  let len = select(0u, p.dim, valid);
+  let base = row * p.dim;
+  var dot = 0.0;
+  for (var j = t; j < len; j = j + SEG) {
+    dot = dot + dy[p.dy_off + base + j] * weight[p.w_off + j] * x[p.x_off + base + j];
+  }
+  let total = workgroup_sum(lid.x, dot);
+  if (!valid) {
+    return;
+  }
+  let r = rstd[p.r_off + row];
+  let k = r * r * r / f32(p.dim) * total;
+  for (var j = t; j < len; j = j + SEG) {
+    let g = dy[p.dy_off + base + j];
+    let xv = x[p.x_off + base + j];
+    dx[base + j] = r * g * weight[p.w_off + j] - xv * k;
+    dw_part[base + j] = g * xv * r;
+  }
+}

@@ -1,0 +1,249 @@
+// End to end on the real corpora: a small model trained on the Brown corpus ends well below the unigram entropy on
+// validation; a run stopped and resumed from its checkpoint repeats the uninterrupted run's losses bit for bit;
+// fine-tuning on the fortunes lowers their validation loss; bad checkpoints are clear errors; generation samples
+// from a trained run. (The step itself is checked against the float64 reference in llama_test.cpp.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "support/test_support.h"
+#include "wgtrain/checkpoint.h"
+#include "wgtrain/corpus.h"
+#include "wgtrain/data.h"
+#include "wgtrain/device.h"
+#include "wgtrain/error.h"
+#include "wgtrain/trainer.h"
+
+namespace wgtrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Training needs no poisoned buffers (the op tests catch unwritten elements), and runs faster without: its own
+// device, kept to the end like the shared one (see test_support.cpp).
+Device& train_device() {
+  static Device* dev = new Device(Device::open());
+  return *dev;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("wgtrain-train-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p.parent_path());
+  return p;
+}
+
+std::string write_config(const std::string& json) {
+  const fs::path p = scratch("model.json");
+  std::ofstream(p) << json;
+  return p.string();
+}
+
+// A 2-layer model with a 512-token vocabulary: small enough for a few minutes on llvmpipe, big enough to learn
+// more than token frequencies.
+const char* kSmallModel =
+    R"({"vocab_size": 512, "dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 128,
+        "max_seq_len": 64})";
+
+// Cross-entropy of the validation text under the training text's unigram distribution (add-one smoothed): what a
+// model that ignores context scores.
+double unigram_entropy(const BpeTokenizer& tok, const std::string& corpus) {
+  const data::TextSplit split = data::split_text(load_corpus(corpus));
+  const auto train = tok.encode(split.train), val = tok.encode(split.val);
+  std::vector<double> count(static_cast<size_t>(tok.vocab_size()), 1.0);
+  for (int32_t t : train) count[t] += 1;
+  const double total = static_cast<double>(train.size()) + static_cast<double>(count.size());
+  double h = 0;
+  for (int32_t t : val) h -= std::log(count[t] / total);
+  return h / static_cast<double>(val.size());
+}
+
+// The long test: pretraining on Brown, then what stands on it. One test, because ctest runs each test in a process
+// of its own, and the pretraining (about two minutes on llvmpipe) should happen once.
+TEST(Train, OnBrownThenFineTunedOnFortunesThenSampled) {
+  TrainOptions o;
+  o.model = write_config(kSmallModel);
+  o.data = "brown";
+  o.out_dir = scratch("brown").string();
+  o.steps = 250;
+  o.batch_size = 16;
+  o.seq_len = 64;
+  o.lr = 1e-2;
+  o.warmup = 25;
+  o.eval_every = 125;
+  o.save_every = 1000;
+  double final_val = NAN, unigram = NAN;
+  {
+    Trainer t(train_device(), o);
+    t.run([&](const StepInfo& s) {
+      if (s.val_loss) final_val = *s.val_loss;
+    });
+    unigram = unigram_entropy(t.tokenizer(), "brown");
+  }
+  const std::string dir = o.out_dir;
+  {
+    SCOPED_TRACE("pretraining");
+    // About 5.3 nats for this tokenizer; the run ends near 4.5.
+    EXPECT_LT(final_val, unigram - 0.5) << "unigram entropy " << unigram;
+    for (const char* f : {"checkpoint.safetensors", "tokenizer.json", "config.json", "loss.csv", "loss.png"})
+      EXPECT_TRUE(fs::exists(fs::path(dir) / f)) << f;
+    // The curve: a header, the step-0 validation row, then one row per step.
+    std::ifstream csv(fs::path(dir) / "loss.csv");
+    int rows = 0;
+    for (std::string line; std::getline(csv, line);) ++rows;
+    EXPECT_EQ(rows, 1 + 1 + 250);
+  }
+  {
+    SCOPED_TRACE("fine-tuning on the fortunes");
+    TrainOptions f;
+    f.init_from = dir;
+    f.data = "fortunes";
+    f.out_dir = scratch("fortunes").string();
+    f.steps = 60;
+    f.batch_size = 16;
+    f.seq_len = 64;
+    f.lr = 3e-3;
+    f.warmup = 6;
+    f.eval_every = 60;
+    Trainer t(train_device(), f);
+    const double before = t.evaluate();
+    double after = NAN;
+    t.run([&](const StepInfo& s) {
+      if (s.val_loss) after = *s.val_loss;
+    });
+    EXPECT_LT(after, before - 0.2) << "fortunes validation loss " << before << " -> " << after;
+    // The fine-tuned run kept the pretrained tokenizer.
+    EXPECT_EQ(BpeTokenizer::load((fs::path(f.out_dir) / "tokenizer.json").string()).merges(),
+              BpeTokenizer::load((fs::path(dir) / "tokenizer.json").string()).merges());
+  }
+  {
+    SCOPED_TRACE("generation");
+    Generator g(train_device(), dir);
+    GenerateOptions go;
+    go.prompt = "The jury said";
+    go.max_tokens = 12;
+    go.temperature = 0;  // greedy: the same every time
+    std::string streamed;
+    const std::string a = g.generate(go, [&](const std::string& piece) { streamed += piece; });
+    EXPECT_EQ(a.rfind(go.prompt, 0), 0u);
+    EXPECT_GT(a.size(), go.prompt.size());
+    EXPECT_EQ(go.prompt + streamed, a);
+    EXPECT_EQ(g.generate(go), a);
+    go.temperature = 1.0;
+    go.top_k = 20;
+    go.seed = 5;
+    const std::string b = g.generate(go);
+    EXPECT_EQ(g.generate(go), b) << "a seed decides the sample";
+  }
+}
+
+TEST(Train, AResumedRunRepeatsTheUninterruptedOneBitForBit) {
+  TrainOptions o;
+  o.model = write_config(kSmallModel);
+  o.steps = 14;
+  o.batch_size = 4;
+  o.seq_len = 32;
+  o.warmup = 4;
+  o.eval_every = 5;
+  o.eval_batches = 2;
+  o.save_every = 100;
+  std::vector<double> straight, resumed;
+  std::map<int64_t, double> straight_val, resumed_val;
+  {
+    o.out_dir = scratch("straight").string();
+    Trainer t(train_device(), o);
+    t.run([&](const StepInfo& s) {
+      straight.push_back(s.loss);
+      if (s.val_loss) straight_val[s.step] = *s.val_loss;
+    });
+  }
+  o.out_dir = scratch("resumed").string();
+  {
+    Trainer t(train_device(), o);
+    const auto outcome = t.run([&](const StepInfo& s) {
+      resumed.push_back(s.loss);
+      if (s.val_loss) resumed_val[s.step] = *s.val_loss;
+      if (s.step == 6) t.request_stop();  // as Ctrl-C does
+    });
+    EXPECT_EQ(outcome, Trainer::Outcome::Interrupted);
+    EXPECT_EQ(t.step(), 6);
+  }
+  {
+    TrainOptions r;
+    r.out_dir = o.out_dir;
+    r.resume = true;
+    r.steps = o.steps;
+    r.eval_every = o.eval_every;
+    r.eval_batches = o.eval_batches;
+    Trainer t(train_device(), r);
+    EXPECT_EQ(t.step(), 6);
+    EXPECT_EQ(t.run([&](const StepInfo& s) {
+      resumed.push_back(s.loss);
+      if (s.val_loss) resumed_val[s.step] = *s.val_loss;
+    }), Trainer::Outcome::Finished);
+  }
+  ASSERT_EQ(straight.size(), 14u);
+  EXPECT_EQ(resumed, straight);
+  EXPECT_EQ(resumed_val, straight_val);
+  // The resumed run's CSV continues the first: one row per step, none repeated.
+  std::ifstream csv(fs::path(o.out_dir) / "loss.csv");
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) ++rows;
+  EXPECT_EQ(rows, 1 + 1 + 14);
+}
+
+TEST(Train, BadCheckpointsAreClearErrors) {
+  TrainOptions o;
+  o.model = write_config(kSmallModel);
+  o.out_dir = scratch("two-steps").string();
+  o.steps = 2;
+  o.batch_size = 2;
+  o.seq_len = 16;
+  o.eval_batches = 1;
+  Trainer(train_device(), o).run();
+  const fs::path good = fs::path(o.out_dir) / "checkpoint.safetensors";
+  // A flipped byte in the tensor data: the checksum catches it.
+  const fs::path flipped = scratch("flipped.safetensors");
+  fs::copy_file(good, flipped);
+  {
+    std::fstream f(flipped, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char c;
+    f.get(c);
+    f.seekp(-100, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  try {
+    read_checkpoint_info(flipped.string());
+    ADD_FAILURE() << "a corrupt checkpoint was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
+  }
+  // Truncated.
+  const fs::path cut = scratch("cut.safetensors");
+  fs::copy_file(good, cut);
+  fs::resize_file(cut, fs::file_size(cut) / 2);
+  EXPECT_THROW(read_checkpoint_info(cut.string()), Error);
+  // Another model's shapes.
+  LlamaConfig other = read_checkpoint_info(good.string()).config;
+  other.dim = 32;
+  Llama model(train_device(), other, 1);
+  try {
+    load_checkpoint(good.string(), model, nullptr, nullptr);
+    ADD_FAILURE() << "a checkpoint of another model was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("different model"), std::string::npos) << e.what();
+  }
+  // Resuming where there is nothing to resume.
+  TrainOptions r;
+  r.out_dir = scratch("empty").string();
+  r.resume = true;
+  EXPECT_THROW(Trainer(train_device(), r), Error);
+}
+
+}  // namespace
+}  // namespace wgtrain
