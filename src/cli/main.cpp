@@ -149,6 +149,11 @@ int main(int argc, char** argv) {
   bench->add_option("--only", bench_opt.only, "run only benchmarks whose name contains this");
   bench->add_option("--json", bench_opt.json_path, "also write the results as JSON lines to this file");
   bench->add_flag("--quick", bench_opt.quick, "small sizes, to check the command anywhere");
+  bench->add_option("--train-config", bench_opt.train_config, "train_step: the model preset")->capture_default_str();
+  bench->add_option("--train-batch", bench_opt.train_batch, "train_step: sequences per step")->capture_default_str();
+  bench->add_option("--train-seq", bench_opt.train_seq, "train_step: tokens per sequence")->capture_default_str();
+  bench->add_option("--dump", bench_opt.dump_dir,
+                    "train_step: write its initial weights, batch and first losses here (for bench/torch_llama.py)");
 
   cli::TrainCliOptions train_opt;
   train_opt.train.out_dir.clear();  // default: runs/<model>-<data>

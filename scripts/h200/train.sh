@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# On the GPU machine (after scripts/h200/prepare.sh here): the training step of a ~50M-parameter model through
+# wgtrain and through PyTorch from the same weights and batch (bench/torch_llama.py), then a short real run on the
+# Brown corpus. Logs and JSON into $OUT; the dumped weights stay in /tmp (too large to bring back).
+set -uo pipefail
+source scripts/h200/env.sh
+out=${OUT:-/tmp}
+dump=/tmp/train-dump
+rm -rf "$dump" && mkdir -p "$dump"
+.carry/wgtrain bench --only train_step --json "$out/webgpu_train.json" --dump "$dump" 2>&1 | tee "$out/webgpu_train.log"
+PYTHONUNBUFFERED=1 python3 bench/torch_llama.py --dump "$dump" --json "$out/torch_train.json" 2>&1 |
+  tee "$out/torch_train.log"
+steps=${TRAIN_STEPS:-300}
+.carry/wgtrain train --config base --data brown --steps "$steps" --eval-every 100 --out /tmp/run-base 2>&1 |
+  tee "$out/train_base.log" | tail -12
+cp /tmp/run-base/loss.csv "$out/train_base_loss.csv"
+cp /tmp/run-base/loss.png "$out/train_base_loss.png"
