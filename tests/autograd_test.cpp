@@ -106,6 +106,8 @@ TEST(Autograd, SoftmaxAndMasking) {
   const Tensor cm = Tensor::from_host_bool(device(), {4, 4}, causal);
   gradcheck({random_host({2, 4, 4}, -2, 2)},
             [&](auto& v) { return ag::softmax(ag::masked_fill(v[0], cm, -INFINITY), -1); });
+  // The same pattern with the mask built into the softmax.
+  gradcheck({random_host({2, 5, 5}, -2, 2)}, [&](auto& v) { return ag::softmax(v[0], -1, /*causal=*/true); });
 }
 
 TEST(Autograd, FusedNormAndRope) {

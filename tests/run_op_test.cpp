@@ -59,7 +59,7 @@ std::optional<Example> example_for(const OpSchema& s) {
       {"mm", {{{"self", {3, 4}}, {"mat2", {4, 5}}}, {}}},
       {"bmm", {{{"self", {2, 3, 4}}, {"mat2", {2, 4, 5}}}, {}}},
       {"linear", {{{"input", {2, 3, 4}}, {"weight", {5, 4}}, {"bias", {5}}}, {}}},
-      {"_softmax", {{{"self", {3, 7}}}, {{"dim", "-1"}}}},
+      {"_softmax", {{{"self", {2, 7, 7}}}, {{"dim", "-1"}, {"causal", "true"}}}},
       {"_log_softmax", {{{"self", {3, 7}}}, {{"dim", "0"}}}},
       {"_softmax_backward_data", {{{"grad_output", {3, 7}}, {"output", {3, 7}}}, {{"dim", "-1"}}}},
       {"sum", {{{"self", {3, 4, 5}}}, {{"dim", "0,2"}, {"keepdim", "true"}}}},

@@ -71,7 +71,7 @@ Var exp(const Var& x);
 Var sum(const Var& x, const std::vector<int>& dims, bool keepdim = false);
 Var mean(const Var& x, const std::vector<int>& dims, bool keepdim = false);
 
-Var softmax(const Var& x, int dim = -1);
+Var softmax(const Var& x, int dim = -1, bool causal = false);
 // RMSNorm over the last dim with a gain (ops::rms_norm), and rotary position embedding times `scale` (ops::rope).
 Var rms_norm(const Var& x, const Var& weight, double eps);
 Var rope(const Var& x, const Tensor& cos, const Tensor& sin, double scale = 1.0);

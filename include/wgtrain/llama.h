@@ -96,13 +96,11 @@ class Llama {
   std::vector<Q4Weight> q4_;
   Tensor values_, grads_;
   Tensor rope_cos_, rope_sin_;                // [max_seq_len, head_dim / 2]
-  mutable std::map<int64_t, Tensor> masks_;  // causal masks by length
 
   autograd::Var param(size_t i) const;
   autograd::Var linear(const autograd::Var& x, size_t i) const;
   autograd::Var rms_norm(const autograd::Var& x, size_t gain) const;
   autograd::Var rope(const autograd::Var& x, double scale) const;
-  const Tensor& causal_mask(int64_t t) const;
 };
 
 // Deterministic, platform-independent random numbers for initialisation and data order (splitmix64).

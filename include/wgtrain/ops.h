@@ -39,7 +39,9 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
 
 // ---- softmax family (src/ops/softmax) ----
-Tensor softmax(const Tensor& x, int dim = -1);
+// causal: x is [..., T, T] attention scores (dim -1), and each row t counts only its first t + 1 entries (the rest
+// are -inf: probability 0), with no mask tensor and no masking pass.
+Tensor softmax(const Tensor& x, int dim = -1, bool causal = false);
 Tensor log_softmax(const Tensor& x, int dim = -1);
 // The gradient of y = softmax(x, dim): grad * y - y * sum(grad * y, dim), in one pass over each row.
 Tensor softmax_backward(const Tensor& grad, const Tensor& output, int dim = -1);

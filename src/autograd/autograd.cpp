@@ -295,10 +295,11 @@ Var mean(const Var& x, const std::vector<int>& dims, bool keepdim) {
 
 // ---- softmax and masking ------------------------------------------------------------------------------------------
 
-Var softmax(const Var& x, int dim) {
+Var softmax(const Var& x, int dim, bool causal) {
   check(x, "softmax");
   const int d = normalize_dim(dim, x.rank());
-  const Tensor y = ops::softmax(x.value(), d);
+  // Masked entries have y = 0, so the ordinary gradient gives them 0 as well.
+  const Tensor y = ops::softmax(x.value(), d, causal);
   return make(y, {x}, [y, d](const Tensor& g, Grads& gr) { gr.add(0, ops::softmax_backward(g, y, d)); });
 }
 

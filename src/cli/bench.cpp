@@ -1,5 +1,7 @@
 #include "cli/bench.h"
 
+#include "cli/train.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -299,6 +301,7 @@ int run_bench(const BenchOptions& opt) {
     results.push_back({"train_step (loss read each step)", shape, train_step_flops(c, B, T), 0, wall, reps, false});
   });
 
+  print_profile(dev);
   return failures ? 1 : 0;
 }
 

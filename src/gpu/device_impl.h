@@ -112,6 +112,8 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
 
   DeviceOptions options;
   AdapterInfo info;
+  // Split-K GEMMs: 0 where the shape calls for it (never on a CPU rasteriser), 1 wherever possible (tests), -1 never.
+  int split_k = 0;
   DeviceLimits limits;
   DeviceFeatures features;
   DeviceStats stats;

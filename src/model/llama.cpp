@@ -254,15 +254,6 @@ ag::Var Llama::rope(const ag::Var& x, double scale) const {
   return ag::rope(x, rope_cos_, rope_sin_, scale);
 }
 
-const Tensor& Llama::causal_mask(int64_t t) const {
-  auto it = masks_.find(t);
-  if (it != masks_.end()) return it->second;
-  std::vector<uint8_t> m(static_cast<size_t>(t * t));
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < t; ++j) m[i * t + j] = j > i;
-  return masks_.emplace(t, Tensor::from_host_bool(*device_, {t, t}, m)).first->second;
-}
-
 ag::Var Llama::logits(const Tensor& tokens) const {
   if (tokens.dtype() != DType::I32 || tokens.rank() != 2)
     throw ArgumentError("Llama: tokens must be int32 [batch, time], got " + std::string(dtype_name(tokens.dtype())) +
@@ -273,7 +264,6 @@ ag::Var Llama::logits(const Tensor& tokens) const {
     throw ArgumentError("Llama: sequence length " + std::to_string(T) + " is outside 1.." +
                         std::to_string(c.max_seq_len) + " (max_seq_len)");
   const int64_t rep = H / KV;
-  const Tensor& mask = causal_mask(T);
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(hd));
 
   size_t at = 0;
@@ -297,9 +287,8 @@ ag::Var Llama::logits(const Tensor& tokens) const {
     };
     k = heads(k);
     v = heads(v);
-    const ag::Var scores = ag::masked_fill(ag::bmm(q, ag::transpose(k, 1, 2)), mask,
-                                           -std::numeric_limits<double>::infinity());
-    const ag::Var attn = ag::bmm(ag::softmax(scores, -1), v);  // [B * H, T, hd]
+    // Causal attention: the softmax counts each query's keys up to its own position.
+    const ag::Var attn = ag::bmm(ag::softmax(ag::bmm(q, ag::transpose(k, 1, 2)), -1, /*causal=*/true), v);
     const ag::Var merged = ag::reshape(ag::permute(ag::reshape(attn, {B, H, T, hd}), {0, 2, 1, 3}), {B, T, H * hd});
     x = ag::add(x, linear(merged, wo));
     const ag::Var h2 = rms_norm(x, ffn_norm);

@@ -175,7 +175,7 @@ void write_line_plot(const std::string& path, const std::string& title, const st
 
   const Rgb black = {0, 0, 0}, grid = {225, 225, 225}, grey = {90, 90, 90};
   Canvas c(width, height);
-  const int left = 80, right = width - 20, top = 46, bottom = height - 56;
+  const int left = 80, right = width - 20, top = 64, bottom = height - 56;
   auto px = [&](double x) { return left + (right - left) * x / xmax; };
   auto py = [&](double y) { return bottom - (bottom - top) * (y - ymin) / (ymax - ymin); };
 
@@ -195,7 +195,7 @@ void write_line_plot(const std::string& path, const std::string& title, const st
   c.rect(left, bottom, right, bottom, black);
   c.text((left + right - Canvas::text_width(title, 3)) / 2, 10, title, black, 3);
   c.text((left + right - Canvas::text_width(x_label)) / 2, height - 24, x_label, black);
-  c.text(8, top - 26, y_label, black);
+  c.text(8, top - 22, y_label, black);
 
   int legend_y = top + 10;
   for (const auto& s : series) {

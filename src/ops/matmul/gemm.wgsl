@@ -11,6 +11,9 @@
 // deep in k; q4 tiles are dequantised on the way in, one u32 word (8 weights) per load. The per-thread accumulators
 // and the inner product are written out in full by the host (ACC_DECL, INNER, STORE: see gemm_code in
 // matmul.cpp): WGSL has no unrolling, and indexing a private array with a loop counter can leave it in slow memory.
+// Split-K (k_chunk > 0): a product with few output tiles and a long k (a weight gradient, summed over every token)
+// is cut along k into chunks of k_chunk (a multiple of BK), chunk z of the grid writing its partial product to
+// c[z]; split_sum.wgsl then adds the chunks up.
 
 const TM: u32 = {{TM}}u;
 const B_MODE: u32 = {{B_MODE}}u;
@@ -42,7 +45,7 @@ struct Params {
   q_rows: u32,      // q4: N_w, the row count of the weight (the scales' row stride)
   group_size: u32,  // q4: consecutive k sharing a scale (a multiple of 8)
   c_off: u32,
-  _pad0: u32,
+  k_chunk: u32,     // split-K: k per grid z (0: no split; then z is the batch)
   _pad1: u32,
 }
 
@@ -73,7 +76,9 @@ fn dequant(word: u32, j: u32, scale: f32) -> f32 {
 
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
-  let bat = wid.z + p.batch0;
+  // The output layer: the batch, or in split-K the chunk (whose operands are batch 0's).
+  let out_bat = wid.z + p.batch0;
+  let bat = select(out_bat, 0u, p.k_chunk != 0u);
   let m0 = wid.y * BM;
   let n0 = wid.x * BN;
   let tid = lid.y * 16u + lid.x;
@@ -82,8 +87,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let a_kfast = (p.flags & 4u) != 0u;
   let b_nfast = (p.flags & 8u) != 0u;
 
+  var k_begin = 0u;
+  var k_end = p.k;
+  if (p.k_chunk != 0u) {
+    k_begin = wid.z * p.k_chunk;
+    k_end = min(p.k, k_begin + p.k_chunk);
+  }
+
 {{ACC_DECL}}
-  for (var k0 = 0u; k0 < p.k; k0 = k0 + BK) {
+  for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
     // ---- A tile: BM x BK, in the order that makes consecutive threads read consecutive addresses.
     if (A_VEC) {
       for (var l = 0u; l < A_PER_THREAD / 4u; l = l + 1u) {

@@ -18,7 +18,7 @@ struct alignas(16) GemmParams {
   uint32_t a_off, a_sb, a_sm, a_sk;
   uint32_t b_off, b_sb, b_sk, b_sn;
   uint32_t bias_off, flags, q_words, q_rows;
-  uint32_t group_size, c_off, pad0, pad1;
+  uint32_t group_size, c_off, k_chunk, pad1;
 };
 static_assert(sizeof(GemmParams) == 80);
 
@@ -58,7 +58,7 @@ const GemmCode& gemm_code(int tm) {
   for (int i = 0; i < tm; ++i)
     for (int q = 0; q < groups; ++q)
       for (int j = 0; j < 4; ++j)
-        g.store += "  store_c(bat, m0 + " + std::to_string((i / 4) * 64 + i % 4) + "u + 4u * lid.y, n0 + " +
+        g.store += "  store_c(out_bat, m0 + " + std::to_string((i / 4) * 64 + i % 4) + "u + 4u * lid.y, n0 + " +
                    std::to_string(q * 64 + j) + "u + 4u * lid.x, c" + std::to_string(i) + "_" + std::to_string(q) +
                    "[" + std::to_string(j) + "]);\n";
   return cache.emplace(tm, std::move(g)).first->second;
@@ -138,6 +138,38 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   // Unused bindings still need a buffer; any read-only one will do.
   const webgpu::WGPUBuffer scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
   const webgpu::WGPUBuffer bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
+
+  // Split-K where one product has too few output tiles to fill a GPU and a long k: each chunk of k becomes a grid
+  // layer writing its partial tile, and split_sum.wgsl adds them (and what c held, when accumulating). Not on a CPU
+  // rasteriser, which has no idle cores to give the chunks to.
+  const int64_t tiles = static_cast<int64_t>(gx) * gy;
+  constexpr int64_t kTargetWorkgroups = 256, kMinChunk = 512;
+  int64_t splits = 1;
+  if (batch == 1 && !bias) {
+    if (dev.split_k > 0)
+      splits = std::min<int64_t>(4, (K + 15) / 16);
+    else if (dev.split_k == 0 && !dev.info.software && tiles < kTargetWorkgroups / 2 && K >= 2 * kMinChunk)
+      splits = std::min((kTargetWorkgroups + tiles - 1) / tiles, K / kMinChunk);
+  }
+  const int64_t chunk = ((K + splits - 1) / splits + 15) / 16 * 16;  // a multiple of BK
+  splits = (K + chunk - 1) / chunk;
+  if (splits > 1) {
+    const Tensor part = new_tensor(dev, {splits, M, N}, DType::F32);
+    p.k_chunk = u32(chunk, "k chunk");
+    p.flags &= ~2u;
+    p.c_off = 0;
+    p.batch0 = 0;
+    dev.dispatch({op, &pipe, &p, sizeof p,
+                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {part.storage()->buffer}},
+                  gx, gy, u32(splits, "splits")});
+    struct alignas(16) SplitParams {
+      uint32_t n, splits, c_off, pad;
+    } sp{u32(M * N, "outputs"), u32(splits, "splits"), u32(c.offset(), "offset"), 0};
+    const auto& sum_pipe = dev.pipeline("matmul/split_sum", {{"ACCUMULATE", accumulate ? "true" : "false"}});
+    const auto [sx, sy] = dev.grid((static_cast<uint64_t>(M * N) + 255) / 256);
+    dev.dispatch({op, &sum_pipe, &sp, sizeof sp, {{part.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
+    return;
+  }
   for (int64_t b0 = 0; b0 < batch; b0 += maxz) {
     p.batch0 = static_cast<uint32_t>(b0);
     const uint32_t gz = static_cast<uint32_t>(std::min(maxz, batch - b0));

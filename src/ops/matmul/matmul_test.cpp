@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "ops/reference.h"
+#include "gpu/device_impl.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
@@ -27,6 +28,17 @@ TEST_P(MmSizes, MatchesReference) {
   const auto [M, K, N] = GetParam();
   const auto a = random_host({M, K}), b = random_host({K, N});
   const Tensor c = ops::mm(upload(a), upload(b));
+  const auto scale = ref::mm_abs(a, b);
+  EXPECT_TRUE(all_close(c, ref::mm(a, b), 1e-6, dot_rtol(K), &scale));
+}
+
+TEST_P(MmSizes, SplitAlongKMatchesReference) {
+  // Forced split-K (see q4gsw_test.cpp): k in chunks of 16 or more, partial products summed at the end.
+  const auto [M, K, N] = GetParam();
+  const auto a = random_host({M, K}), b = random_host({K, N});
+  test::device().impl().split_k = 1;
+  const Tensor c = ops::mm(upload(a), upload(b));
+  test::device().impl().split_k = 0;
   const auto scale = ref::mm_abs(a, b);
   EXPECT_TRUE(all_close(c, ref::mm(a, b), 1e-6, dot_rtol(K), &scale));
 }

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "ops/q4gsw/q4gsw_ref.h"
+#include "gpu/device_impl.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
@@ -72,8 +73,7 @@ TEST(Q4Layout, BytesAndWordsRoundTrip) {
 // (M, N, K, group)
 class Q4Gemms : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
 
-TEST_P(Q4Gemms, ForwardBackwardAndWeightGradMatchReference) {
-  const auto [M, N, K, G] = GetParam();
+void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G) {
   const auto q = random_q4(N, K, G);
   const Q4Weight w = q4gsw::upload(test::device(), q.bytes, q.scales, N, K, G);
   const auto wd = ref::q4_dequant(q.bytes, q.scales, N, K, G);  // [N, K]
@@ -113,6 +113,20 @@ TEST_P(Q4Gemms, ForwardBackwardAndWeightGradMatchReference) {
     acc_scale.data[i] += std::fabs(g0.data[i]);
   }
   EXPECT_TRUE(all_close(acc, want, 1e-6, dot_rtol(M + 1), &acc_scale)) << "dW accumulated";
+}
+
+TEST_P(Q4Gemms, ForwardBackwardAndWeightGradMatchReference) {
+  const auto [M, N, K, G] = GetParam();
+  check_q4_gemms(M, N, K, G);
+}
+
+// The same, with every product split along k into chunks whose partial sums are added at the end (split-K, which
+// a GPU uses for products with few output tiles and a long k; forced here, where llvmpipe would never choose it).
+TEST_P(Q4Gemms, SplitAlongKMatchReference) {
+  const auto [M, N, K, G] = GetParam();
+  test::device().impl().split_k = 1;
+  check_q4_gemms(M, N, K, G);
+  test::device().impl().split_k = 0;
 }
 
 INSTANTIATE_TEST_SUITE_P(Awkward, Q4Gemms,

@@ -28,9 +28,12 @@ Rows rows_of(const Tensor& x, int d) {
   return r;
 }
 
-Tensor softmax_impl(const char* op, const Tensor& x_in, int dim, bool log) {
+Tensor softmax_impl(const char* op, const Tensor& x_in, int dim, bool log, bool causal) {
   check_dtype(op, x_in, "self", {DType::F32});
   const int d = normalize_dim(dim, x_in.rank());
+  if (causal && (d != x_in.rank() - 1 || x_in.rank() < 2 || x_in.size(-2) != x_in.size(-1)))
+    throw ArgumentError(std::string(op) + ": a causal softmax runs over the last dim of square [..., T, T] rows, got " +
+                        shape_str(x_in.shape()) + " dim " + std::to_string(dim));
   const Tensor x = contiguous(x_in);
   DeviceImpl& dev = x.device_impl();
   Tensor y = new_tensor(dev, x.shape(), DType::F32);
@@ -42,7 +45,9 @@ Tensor softmax_impl(const char* op, const Tensor& x_in, int dim, bool log) {
   p.inner = u32(r.inner, "inner size");
   p.x_off = u32(x.offset(), "offset");
   const uint32_t seg = row_segment(r.len);
-  const auto& pipe = dev.pipeline("softmax/softmax", {{"LOG", log ? "true" : "false"}, {"SEG", std::to_string(seg)}});
+  const auto& pipe = dev.pipeline("softmax/softmax", {{"LOG", log ? "true" : "false"},
+                                                      {"SEG", std::to_string(seg)},
+                                                      {"CAUSAL", causal ? "true" : "false"}});
   const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.rows) + 256 / seg - 1) / (256 / seg));
   dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {y.storage()->buffer}}, gx, gy, 1});
   return y;
@@ -50,7 +55,7 @@ Tensor softmax_impl(const char* op, const Tensor& x_in, int dim, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int dim) { return softmax_impl("_softmax", x, dim, false); }
+Tensor softmax(const Tensor& x, int dim, bool causal) { return softmax_impl("_softmax", x, dim, false, causal); }
 
 Tensor softmax_backward(const Tensor& grad, const Tensor& output, int dim) {
   const char* op = "_softmax_backward_data";
@@ -75,7 +80,7 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& output, int dim) {
                 gx, gy, 1});
   return dx;
 }
-Tensor log_softmax(const Tensor& x, int dim) { return softmax_impl("_log_softmax", x, dim, true); }
+Tensor log_softmax(const Tensor& x, int dim) { return softmax_impl("_log_softmax", x, dim, true, false); }
 
 namespace detail {
 
@@ -88,12 +93,16 @@ void register_softmax_ops(Registry& r) {
                     : "exp(self - max) / sum(exp(self - max)) along dim";
     s.inputs = {"self"};
     s.args = {{"dim", "int", "-1", "the dim to normalise over (negative counts from the end)"}};
+    if (!log)
+      s.args.push_back({"causal", "bool", "false",
+                        "rows of square [..., T, T] (dim -1): entries past the diagonal count as -inf"});
     s.outputs = {"out"};
     s.dtypes = {DType::F32};
     s.constraints = {"dim in [-rank, rank)", "a row of all -inf gives NaN, as in PyTorch"};
     s.run = [log](Device&, const OpTensors& in, const OpArgs& args) {
       const int dim = static_cast<int>(args.get_int("dim", -1));
-      return OpTensors{{"out", log ? log_softmax(input(in, "self"), dim) : softmax(input(in, "self"), dim)}};
+      return OpTensors{{"out", log ? log_softmax(input(in, "self"), dim)
+                                   : softmax(input(in, "self"), dim, args.get_bool("causal", false))}};
     };
     r.add(std::move(s));
   }

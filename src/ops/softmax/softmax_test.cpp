@@ -88,6 +88,21 @@ TEST(Softmax, MaskedEntries) {
   for (int i = 6; i < 12; ++i) EXPECT_NEAR(got[i], want.data[i], 1e-6);
 }
 
+TEST(Softmax, CausalRowsMatchAMaskedSoftmax) {
+  for (const Shape& shape : {Shape{3, 7, 7}, Shape{2, 1, 1}, Shape{2, 130, 130}, Shape{1, 2, 5, 5}}) {
+    SCOPED_TRACE(shape_str(shape));
+    const auto x = random_host(shape, -4, 4);
+    auto masked = x;
+    const int64_t T = shape.back();
+    for (size_t i = 0; i < masked.data.size(); ++i)
+      if (static_cast<int64_t>(i) % T > static_cast<int64_t>(i) / T % T)
+        masked.data[i] = -std::numeric_limits<double>::infinity();
+    EXPECT_TRUE(all_close(ops::softmax(upload(x), -1, true), ref::softmax(masked, -1, false), 1e-6, 1e-5));
+  }
+  EXPECT_THROW(ops::softmax(upload(random_host({2, 3, 4})), -1, true), ArgumentError);  // not square
+  EXPECT_THROW(ops::softmax(upload(random_host({3, 3})), 0, true), ArgumentError);      // not the last dim
+}
+
 TEST(Softmax, StridedInput) {
   const auto x = random_host({6, 5}, -3, 3);
   const Tensor xt = upload(x).transpose(0, 1);  // [5, 6] view
