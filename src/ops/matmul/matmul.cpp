@@ -151,8 +151,8 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
     else if (dev.split_k == 0 && !dev.info.software && tiles < kTargetWorkgroups / 2 && K >= 2 * kMinChunk)
       splits = std::min((kTargetWorkgroups + tiles - 1) / tiles, K / kMinChunk);
   }
-  const int64_t chunk = ((K + splits - 1) / splits + 15) / 16 * 16;  // a multiple of BK
-  splits = (K + chunk - 1) / chunk;
+  const int64_t chunk = splits > 1 ? ((K + splits - 1) / splits + 15) / 16 * 16 : K;  // a multiple of BK
+  if (splits > 1) splits = (K + chunk - 1) / chunk;
   if (splits > 1) {
     const Tensor part = new_tensor(dev, {splits, M, N}, DType::F32);
     p.k_chunk = u32(chunk, "k chunk");
