@@ -58,24 +58,8 @@ double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
 // One training step on the device, as the trainer takes it.
 double device_step(Llama& model, ops::AdamW& opt, const Tensor& tokens, const Tensor& targets, double lr,
                    int64_t step) {
-  model.zero_grads();
-  const autograd::Var loss = model.loss(tokens, targets);
-  autograd::backward(loss);
   opt.set_step(step, lr);
-  opt.update();
-  model.requantize();
-  return loss.value().to_host_f32()[0];
-}
-
-std::vector<ops::AdamWParam> adamw_params(const Llama& model, const Tensor& m, const Tensor& v) {
-  std::vector<ops::AdamWParam> out;
-  for (size_t i = 0; i < model.params().size(); ++i) {
-    const auto& p = model.params()[i];
-    const int64_t n = numel(p.shape);
-    out.push_back({model.value(i), model.grad(i), m.slice(0, p.offset, p.offset + n).reshape(p.shape),
-                   v.slice(0, p.offset, p.offset + n).reshape(p.shape), p.decay ? -1.0 : 0.0});
-  }
-  return out;
+  return model.train_step(tokens, targets, opt).to_host_f32()[0];
 }
 
 TEST(LlamaConfig, JsonRoundTripAndErrors) {
@@ -144,7 +128,7 @@ TEST(Llama, TrainingStepsMatchTheReference) {
     const Tensor m = ops::full(device(), {model.arena_size()}, 0.0), v = ops::full(device(), {model.arena_size()}, 0.0);
     ops::AdamWOptions o;
     o.weight_decay = 0.1;
-    ops::AdamW opt(adamw_params(model, m, v), o);
+    ops::AdamW opt(model.adamw_params(m, v), o);
     const int64_t B = 3, T = 9;
     for (int64_t step = 1; step <= 5; ++step) {
       const double lr = 3e-3 * step;  // a warm-up: large enough to move codes
@@ -179,21 +163,14 @@ TEST(Llama, ARecordedStepReplaysTheEagerSteps) {
   auto run = [&](bool recorded) {
     Llama model(device(), c, 99);
     const Tensor m = ops::full(device(), {model.arena_size()}, 0.0), v = ops::full(device(), {model.arena_size()}, 0.0);
-    ops::AdamW opt(adamw_params(model, m, v), {});
+    ops::AdamW opt(model.adamw_params(m, v), {});
     const Tensor tokens = Tensor::empty(device(), {B, T}, DType::I32);
     const Tensor targets = Tensor::empty(device(), {B * T}, DType::I32);
     std::vector<float> losses;
     Recording rec;
     Tensor loss_value;
     if (recorded)
-      rec = device().record([&] {
-        model.zero_grads();
-        const autograd::Var loss = model.loss(tokens, targets);
-        autograd::backward(loss);
-        opt.update();
-        model.requantize();
-        loss_value = loss.value();
-      });
+      rec = device().record([&] { loss_value = model.train_step(tokens, targets, opt); });
     for (size_t s = 0; s < batches.size(); ++s) {
       tokens.write(batches[s].tokens);
       targets.write(batches[s].targets);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "wgtrain/adamw.h"
 #include "wgtrain/autograd.h"
 #include "wgtrain/q4gsw.h"
 #include "wgtrain/tensor.h"
@@ -88,6 +89,14 @@ class Llama {
   void zero_grads();
   // Codes (and with recompute_scales, scales) from the current latents: after each optimizer step.
   void requantize();
+
+  // The parameters as AdamW takes them, with moments m and v: arenas of arena_size() laid out as the parameters.
+  // Norm gains get no weight decay; the rest the options' value.
+  std::vector<ops::AdamWParam> adamw_params(const Tensor& m, const Tensor& v) const;
+  // One training step: zeroed gradients, the loss of tokens against targets, the backward pass, the optimizer's
+  // update (with the scalars last set on it) and requantisation. Returns the loss (a scalar tensor). Issued inside
+  // Device::record, this is the step a training loop replays.
+  Tensor train_step(const Tensor& tokens, const Tensor& targets, const ops::AdamW& optimizer);
 
  private:
   Device* device_;

@@ -232,14 +232,7 @@ int run_bench(const BenchOptions& opt) {
     ao.lr = 1e-3;
     ao.beta2 = 0.95;
     ao.weight_decay = 0.1;
-    std::vector<ops::AdamWParam> params;
-    for (size_t i = 0; i < model.params().size(); ++i) {
-      const auto& p = model.params()[i];
-      const int64_t n = numel(p.shape);
-      params.push_back({model.value(i), model.grad(i), m.slice(0, p.offset, p.offset + n).reshape(p.shape),
-                        v.slice(0, p.offset, p.offset + n).reshape(p.shape), p.decay ? -1.0 : 0.0});
-    }
-    ops::AdamW opt_w(std::move(params), ao);
+    ops::AdamW opt_w(model.adamw_params(m, v), ao);
     // A batch of uniform random tokens: the cost of a step does not depend on the text.
     SplitMix64 rng(7);
     std::vector<int32_t> stream(static_cast<size_t>(B * T + 1));
@@ -252,14 +245,7 @@ int run_bench(const BenchOptions& opt) {
       write_words(opt.dump_dir + "/train_targets.i32", tg);
     }
     Tensor loss;
-    const Recording step = dev.record([&] {
-      model.zero_grads();
-      const autograd::Var l = model.loss(tokens, targets, true);
-      autograd::backward(l);
-      opt_w.update();
-      model.requantize();
-      loss = l.value();
-    });
+    const Recording step = dev.record([&] { loss = model.train_step(tokens, targets, opt_w); });
     // The first steps' losses, for comparison with the same model elsewhere.
     std::vector<double> losses;
     int64_t s = 0;

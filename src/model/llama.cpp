@@ -310,6 +310,29 @@ ag::Var Llama::loss(const Tensor& tokens, const Tensor& targets, bool overwrite_
 
 void Llama::zero_grads() { ops::fill_(grads_, 0.0); }
 
+std::vector<ops::AdamWParam> Llama::adamw_params(const Tensor& m, const Tensor& v) const {
+  if (m.shape() != Shape{arena_size()} || v.shape() != Shape{arena_size()})
+    throw ArgumentError("Llama::adamw_params: the moments must be arenas of " + std::to_string(arena_size()) +
+                        " floats");
+  std::vector<ops::AdamWParam> out;
+  for (const Param& p : params_) {
+    const int64_t n = numel(p.shape);
+    out.push_back({value(&p - params_.data()), grad(&p - params_.data()),
+                   m.slice(0, p.offset, p.offset + n).reshape(p.shape), v.slice(0, p.offset, p.offset + n).reshape(p.shape),
+                   p.decay ? -1.0 : 0.0});
+  }
+  return out;
+}
+
+Tensor Llama::train_step(const Tensor& tokens, const Tensor& targets, const ops::AdamW& optimizer) {
+  zero_grads();
+  const ag::Var l = loss(tokens, targets, /*overwrite_logits=*/true);
+  ag::backward(l);
+  optimizer.update();
+  requantize();
+  return l.value();
+}
+
 void Llama::requantize() {
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].q4 >= 0) ops::q4gsw_requant(value(i), q4_[params_[i].q4], config_.recompute_scales);

@@ -78,6 +78,11 @@ uint32_t row_segment(int64_t len) {
   return seg;
 }
 
+std::pair<uint32_t, uint32_t> row_grid(DeviceImpl& dev, int64_t rows, uint32_t segment) {
+  const uint64_t per = 256 / segment;
+  return dev.grid((static_cast<uint64_t>(rows) + per - 1) / per);
+}
+
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype) {
   auto st = dev.allocate(static_cast<uint64_t>(numel(shape)) * dtype_size(dtype),
                          "a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape_str(shape));

@@ -47,6 +47,8 @@ std::optional<std::pair<int32_t, int32_t>> host_known_range(const Tensor& t);
 // Threads that share one row in the row kernels (softmax, reduce, norms): a power of two near len / 4, from 1 to
 // 256, so a 256-thread workgroup holds 256 / segment rows and short rows do not leave most threads idle.
 uint32_t row_segment(int64_t len);
+// The grid for `rows` rows at 256 / segment rows a workgroup (the kernels' segment_index in common/segments.wgsl).
+std::pair<uint32_t, uint32_t> row_grid(DeviceImpl& dev, int64_t rows, uint32_t segment);
 
 // A new contiguous tensor on a device (poisoned when the device poisons).
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype);

@@ -192,14 +192,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
   ao.beta2 = opt_.beta2;
   ao.eps = opt_.eps;
   ao.weight_decay = opt_.weight_decay;
-  std::vector<ops::AdamWParam> params;
-  for (size_t i = 0; i < model_->params().size(); ++i) {
-    const auto& p = model_->params()[i];
-    const int64_t n = numel(p.shape);
-    params.push_back({model_->value(i), model_->grad(i), s.m.slice(0, p.offset, p.offset + n).reshape(p.shape),
-                      s.v.slice(0, p.offset, p.offset + n).reshape(p.shape), p.decay ? -1.0 : 0.0});
-  }
-  s.adamw = std::make_unique<ops::AdamW>(std::move(params), ao);
+  s.adamw = std::make_unique<ops::AdamW>(model_->adamw_params(s.m, s.v), ao);
 
   // The two recorded steps. Inputs are tensors written before each replay.
   const int64_t B = opt_.batch_size, T = s.seq_len;
@@ -207,14 +200,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
   s.targets = Tensor::empty(device_, {B * T}, DType::I32);
   s.eval_tokens = Tensor::empty(device_, {B, T}, DType::I32);
   s.eval_targets = Tensor::empty(device_, {B * T}, DType::I32);
-  s.train_step = device_.record([&] {
-    model_->zero_grads();
-    const autograd::Var loss = model_->loss(s.tokens, s.targets, /*overwrite_logits=*/true);
-    autograd::backward(loss);
-    s.adamw->update();
-    model_->requantize();
-    s.train_loss = loss.value();
-  });
+  s.train_step = device_.record([&] { s.train_loss = model_->train_step(s.tokens, s.targets, *s.adamw); });
   s.eval_step = device_.record([&] { s.eval_loss = model_->loss(s.eval_tokens, s.eval_targets, true).value(); });
   log_("training step recorded: " + std::to_string(s.train_step.dispatches()) + " dispatches per step");
 

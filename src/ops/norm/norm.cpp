@@ -28,11 +28,6 @@ void check_weight(const char* op, const Tensor& x, const Tensor& weight) {
                         std::to_string(x.size(-1)) + "], the input's last dim");
 }
 
-std::pair<uint32_t, uint32_t> row_grid(DeviceImpl& dev, int64_t rows, uint32_t seg) {
-  const uint64_t per = 256 / seg;
-  return dev.grid((static_cast<uint64_t>(rows) + per - 1) / per);
-}
-
 }  // namespace
 
 RmsNorm rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {

@@ -5,6 +5,8 @@
 const WG: u32 = 256u;
 const SEG: u32 = {{SEG}}u;
 
+{{>common/segments}}
+
 struct Params {
   rows: u32,
   dim: u32,
@@ -27,7 +29,7 @@ struct Params {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
-  let row = (wid.x + wid.y * nwg.x) * (WG / SEG) + lid.x / SEG;
+  let row = segment_index(wid, nwg, lid);
   let valid = row < p.rows;
   let t = lid.x % SEG;
   let len = select(0u, p.dim, valid);

@@ -65,8 +65,7 @@ Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape
   Tensor out = new_tensor(dev, {n_out * parts}, DType::F32);
   const uint32_t seg = row_segment(chunk);
   const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "false"}, {"SEG", std::to_string(seg)}});
-  const uint64_t per_group = 256 / seg;
-  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n_out * parts) + per_group - 1) / per_group);
+  const auto [gx, gy] = row_grid(dev, n_out * parts, seg);
   dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
   if (parts == 1) return out;
   // Second stage: the parts of each output are contiguous.

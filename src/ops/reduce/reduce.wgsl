@@ -9,6 +9,8 @@ const PER_THREAD: bool = {{PER_THREAD}};
 const WG: u32 = 256u;
 const SEG: u32 = {{SEG}}u;
 
+{{>common/segments}}
+
 struct Params {
   n_out: u32,
   count: u32,      // reduced elements per output
@@ -77,7 +79,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 
   // Segment `slot` of this workgroup sums (output, part) `item`; past the last item it adds nothing, but still
   // takes part in the barriers.
-  let item = g * (WG / SEG) + lid.x / SEG;
+  let item = segment_index(wid, nwg, lid);
   let lane = lid.x % SEG;
   let valid = item < p.n_out * p.parts;
   let o = item / p.parts;

@@ -48,7 +48,7 @@ Tensor softmax_impl(const char* op, const Tensor& x_in, int dim, bool log, bool 
   const auto& pipe = dev.pipeline("softmax/softmax", {{"LOG", log ? "true" : "false"},
                                                       {"SEG", std::to_string(seg)},
                                                       {"CAUSAL", causal ? "true" : "false"}});
-  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.rows) + 256 / seg - 1) / (256 / seg));
+  const auto [gx, gy] = row_grid(dev, p.rows, seg);
   dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {y.storage()->buffer}}, gx, gy, 1});
   return y;
 }
@@ -75,7 +75,7 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& output, int dim) {
                           u32(g.offset(), "offset"), u32(y.offset(), "offset"), 0, 0, 0};
   const uint32_t seg = row_segment(r.len);
   const auto& pipe = dev.pipeline("softmax/softmax_backward", {{"SEG", std::to_string(seg)}});
-  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.rows) + 256 / seg - 1) / (256 / seg));
+  const auto [gx, gy] = row_grid(dev, p.rows, seg);
   dev.dispatch({op, &pipe, &p, sizeof p, {{g.storage()->buffer}, {y.storage()->buffer}, {dx.storage()->buffer}},
                 gx, gy, 1});
   return dx;

@@ -11,6 +11,8 @@ const CAUSAL: bool = {{CAUSAL}};
 const WG: u32 = 256u;
 const SEG: u32 = {{SEG}}u;
 
+{{>common/segments}}
+
 struct Params {
   rows: u32,
   len: u32,
@@ -27,7 +29,7 @@ struct Params {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
-  let row = (wid.x + wid.y * nwg.x) * (WG / SEG) + lid.x / SEG;
+  let row = segment_index(wid, nwg, lid);
   // Threads past the last row still take part in the barriers, with nothing to add.
   let valid = row < p.rows;
   let base = (row / p.inner) * p.len * p.inner + (row % p.inner);
