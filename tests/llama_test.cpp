@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "model/llama_ref.h"
 #include "support/test_support.h"
@@ -74,6 +76,16 @@ TEST(LlamaConfig, JsonRoundTripAndErrors) {
   EXPECT_NEAR(static_cast<double>(LlamaConfig::preset("tiny").parameter_count()), 1.0e6, 0.1e6);
   EXPECT_NEAR(static_cast<double>(LlamaConfig::preset("small").parameter_count()), 11e6, 1e6);
   EXPECT_NEAR(static_cast<double>(LlamaConfig::preset("base").parameter_count()), 50e6, 3e6);
+}
+
+TEST(LlamaConfig, TheShippedConfigFilesAreThePresets) {
+  for (const auto& name : LlamaConfig::preset_names()) {
+    std::ifstream in(std::string(WGTRAIN_CONFIGS_DIR) + "/" + name + ".json");
+    ASSERT_TRUE(in) << name;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(LlamaConfig::from_json(ss.str()).to_json(), LlamaConfig::preset(name).to_json()) << name;
+  }
 }
 
 TEST(Llama, ParametersFillTheArenaAsCounted) {

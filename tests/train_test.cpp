@@ -173,10 +173,9 @@ TEST(Train, AResumedRunRepeatsTheUninterruptedOneBitForBit) {
     EXPECT_EQ(t.step(), 6);
   }
   {
-    TrainOptions r;
+    TrainOptions r;  // no steps: the run's own
     r.out_dir = o.out_dir;
     r.resume = true;
-    r.steps = o.steps;
     r.eval_every = o.eval_every;
     r.eval_batches = o.eval_batches;
     Trainer t(train_device(), r);

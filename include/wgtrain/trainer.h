@@ -26,7 +26,7 @@ struct TrainOptions {
   std::string model = "tiny";  // a preset (LlamaConfig::preset) or the path of a JSON config
   std::string data = "brown";  // a corpus (load_corpus): brown, fortunes, or a text file
   std::string out_dir = "runs/tiny-brown";
-  int64_t steps = 600;         // the step to train up to (a resumed run continues to it)
+  int64_t steps = 0;           // the step to train up to; 0: 600 for a new run, a resumed run's own target
   // 0: chosen for the device: 16 sequences of the model's max_seq_len on a GPU; 8 of at most 64 tokens on a CPU
   // rasteriser (llvmpipe), where a step is about 50 times slower.
   int64_t batch_size = 0;

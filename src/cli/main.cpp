@@ -159,10 +159,10 @@ int main(int argc, char** argv) {
   train_opt.train.out_dir.clear();  // default: runs/<model>-<data>
   TrainOptions& t = train_opt.train;
   auto* train = app.add_subcommand("train", "train (or fine-tune) a Llama-style model with q4gsw linears on a corpus");
-  train->add_option("--config", t.model, "model: a preset (tiny, small, base) or a JSON config file")
+  train->add_option("--config", t.model, "model: a preset (tiny, small, base) or a JSON file such as configs/small.json")
       ->capture_default_str();
   train->add_option("--data", t.data, "corpus: brown, fortunes, or a UTF-8 text file")->capture_default_str();
-  train->add_option("--steps", t.steps, "train up to this step")->capture_default_str();
+  train->add_option("--steps", t.steps, "train up to this step (default 600; a resumed run: its own)");
   train->add_option("--out", t.out_dir, "run directory (default runs/<config>-<data>)");
   train->add_flag("--resume", t.resume, "continue the run in --out from its checkpoint, bit for bit");
   train->add_option("--init-from", t.init_from, "fine-tune: start from the model in this run directory");

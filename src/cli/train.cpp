@@ -118,7 +118,7 @@ int run_train(const TrainCliOptions& cli) {
       if (tty) {
         std::printf("\r%-120s", line);
         if (s.val_loss || s.step == steps) std::printf("\n");
-      } else if (s.step % every == 0 || s.val_loss || s.step == steps) {
+      } else if (s.step == first + 1 || s.step % every == 0 || s.val_loss || s.step == steps) {
         std::printf("%s\n", line);
       }
       std::fflush(stdout);

@@ -125,6 +125,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
     try {
       state = json::parse(resume_info->state);
       restore_options(opt_, state.at("options"));
+      if (opt_.steps == 0) opt_.steps = state.at("options").at("steps").get<int64_t>();
       step_ = state.at("step").get<int64_t>();
     } catch (const std::exception& e) {
       throw Error("--resume: the trainer state in '" + ckpt.string() + "' is unusable: " + e.what());
@@ -135,11 +136,13 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
   } else if (!opt_.init_from.empty()) {
     const fs::path src = fs::path(opt_.init_from) / kCheckpoint;
     config = read_checkpoint_info(src.string()).config;
+    opt_.model = (fs::path(opt_.init_from) / "config.json").string();  // what the run is, in its state and log
     tokenizer_ = BpeTokenizer::load((fs::path(opt_.init_from) / kTokenizer).string());
     log_("fine-tuning from " + src.string());
   } else {
     config = config_from(opt_.model);
   }
+  if (opt_.steps == 0) opt_.steps = 600;
   const bool software = device_.info().software;
   if (opt_.batch_size == 0) opt_.batch_size = software ? 8 : 16;
   if (opt_.seq_len == 0) opt_.seq_len = software ? std::min<int64_t>(64, config.max_seq_len) : config.max_seq_len;
