@@ -273,7 +273,6 @@ WGPUBuffer DeviceImpl::create_buffer(uint64_t bytes, WGPUFlags usage, std::strin
 
 std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view what, bool host_write) {
   if (lost) check(what);
-  if (recording_ && recording_->device.get() != this) throw Error("recording on another device");
   bytes = std::max<uint64_t>(bytes, 4);
   if (bytes > limits.max_storage_binding_size || bytes > limits.max_buffer_size)
     throw ArgumentError(std::string(what) + " needs " + std::to_string(bytes) +
