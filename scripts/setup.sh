@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
   libcli11-dev nlohmann-json3-dev              # CLI parsing, JSON (safetensors headers, configs)
   zlib1g-dev                                   # PNG loss plots
+  glslc libvulkan-dev mesa-vulkan-drivers      # the native Vulkan backend: shader compiler, loader, lavapipe
   libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 # Mesa llvmpipe: Dawn's OpenGL backend without a GPU
   dwarves                                      # pahole: the ABI test reads the Dawn library's DWARF
   fortunes                                     # a second training corpus (fine-tuning domain)

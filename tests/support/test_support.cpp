@@ -1,5 +1,7 @@
 #include "support/test_support.h"
 
+#include "support/backends.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -13,6 +15,16 @@ Device& device() {
     DeviceOptions o;
     o.poison = true;
     return new Device(Device::open(o));
+  }();
+  return *dev;
+}
+
+vk::Device& vk_device() {
+  // Never destroyed, like the WebGPU device above (lavapipe shares Mesa's exit handlers).
+  static vk::Device* dev = [] {
+    vk::DeviceOptions o;
+    o.poison = true;
+    return new vk::Device(vk::Device::open(o));
   }();
   return *dev;
 }
@@ -90,7 +102,13 @@ std::string shape_label(const Shape& s) { return shape_str(s); }
   if (got_t.shape() != want.shape)
     return ::testing::AssertionFailure() << "shape " << shape_str(got_t.shape()) << ", expected "
                                          << shape_str(want.shape);
-  const auto got = got_t.to_host_f32();
+  return all_close(got_t.to_host_f32(), got_t.shape(), want, atol, rtol, scale);
+}
+
+::testing::AssertionResult all_close(const std::vector<float>& got, const Shape& shape, const ref::HostTensor& want,
+                                     double atol, double rtol, const ref::HostTensor* scale) {
+  if (shape != want.shape)
+    return ::testing::AssertionFailure() << "shape " << shape_str(shape) << ", expected " << shape_str(want.shape);
   int64_t bad = 0;
   double worst = 0;
   std::ostringstream first;

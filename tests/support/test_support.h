@@ -34,6 +34,9 @@ ref::HostTensor download(const Tensor& t);
 // is NaN is a match; anywhere else it is a failure (an unwritten, poisoned element).
 ::testing::AssertionResult all_close(const Tensor& got, const ref::HostTensor& want, double atol, double rtol,
                                      const ref::HostTensor* scale = nullptr);
+// The same for values already read back, of shape `shape`.
+::testing::AssertionResult all_close(const std::vector<float>& got, const Shape& shape, const ref::HostTensor& want,
+                                     double atol, double rtol, const ref::HostTensor* scale = nullptr);
 
 // A few awkward sizes around the kernels' tiles and workgroups.
 std::string shape_label(const Shape& s);

@@ -1,4 +1,5 @@
-// q4gsw: layout conversion, the three GEMMs against the float64 reference, and re-quantisation bit for bit.
+// q4gsw: layout conversion, the three GEMMs against the float64 reference, and re-quantisation bit for bit, each
+// case on both backends (WebGPU, and the native Vulkan backend's GLSL kernels; tests/support/backends.h).
 // GEMM tolerance: |y - ref| <= 1e-6 + 2K * 2^-24 * sum_k |x_k w_k| (a length-K fp32 dot product).
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 
 #include "ops/q4gsw/q4gsw_ref.h"
 #include "gpu/device_impl.h"
+#include "support/backends.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
@@ -16,6 +18,7 @@ namespace wgtrain {
 namespace {
 
 using test::all_close;
+using test::close_to;
 using test::random_host;
 using test::upload;
 
@@ -70,18 +73,20 @@ TEST(Q4Layout, BytesAndWordsRoundTrip) {
                ArgumentError);
 }
 
-// (M, N, K, group)
-class Q4Gemms : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+// (M, N, K, group), backend
+class Q4Gemms
+    : public ::testing::TestWithParam<std::tuple<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::string>> {};
 
+template <class B>
 void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G) {
   const auto q = random_q4(N, K, G);
-  const Q4Weight w = q4gsw::upload(test::device(), q.bytes, q.scales, N, K, G);
+  const typename B::Q4 w = B::upload_q4(q.bytes, q.scales, N, K, G);
   const auto wd = ref::q4_dequant(q.bytes, q.scales, N, K, G);  // [N, K]
 
   const auto x = random_host({M, K});
   const auto y_scale = abs_dot(x, wd);
-  EXPECT_TRUE(all_close(ops::linear_q4gsw(upload(x), w), ref::linear(x, wd, std::nullopt), 1e-6, dot_rtol(K),
-                        &y_scale))
+  EXPECT_TRUE(close_to(B::linear_q4gsw(B::upload(x), w), ref::linear(x, wd, std::nullopt), 1e-6, dot_rtol(K),
+                       &y_scale))
       << "forward";
 
   const auto dy = random_host({M, N});
@@ -89,8 +94,8 @@ void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G) {
   for (int64_t r = 0; r < N; ++r)
     for (int64_t c = 0; c < K; ++c) wt.data[c * N + r] = wd.data[r * K + c];
   const auto dx_scale = abs_dot(dy, wt);
-  EXPECT_TRUE(all_close(ops::linear_q4gsw_backward(upload(dy), w), ref::linear(dy, wt, std::nullopt), 1e-6,
-                        dot_rtol(N), &dx_scale))
+  EXPECT_TRUE(close_to(B::linear_q4gsw_backward(B::upload(dy), w), ref::linear(dy, wt, std::nullopt), 1e-6,
+                       dot_rtol(N), &dx_scale))
       << "input gradient";
 
   // dW = dy^T x, and accumulated onto an existing gradient.
@@ -101,39 +106,46 @@ void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G) {
   }
   const auto dw_ref = ref::linear(dyt, xt, std::nullopt);
   const auto dw_scale = abs_dot(dyt, xt);
-  EXPECT_TRUE(all_close(ops::linear_dW(upload(dy), upload(x)), dw_ref, 1e-6, dot_rtol(M), &dw_scale)) << "dW";
+  EXPECT_TRUE(close_to(B::linear_dW(B::upload(dy), B::upload(x)), dw_ref, 1e-6, dot_rtol(M), &dw_scale)) << "dW";
   const auto g0 = random_host({N, K});
-  Tensor acc = upload(g0);
-  const Tensor same = ops::linear_dW(upload(dy), upload(x), &acc);
-  EXPECT_EQ(same.storage(), acc.storage());
+  const typename B::T acc = B::upload(g0);
+  const typename B::T same = B::linear_dW(B::upload(dy), B::upload(x), &acc);
+  EXPECT_EQ(same.to_host_f32(), acc.to_host_f32()) << "accumulates in place";
   auto want = dw_ref;
   auto acc_scale = dw_scale;
   for (size_t i = 0; i < want.data.size(); ++i) {
     want.data[i] += g0.data[i];
     acc_scale.data[i] += std::fabs(g0.data[i]);
   }
-  EXPECT_TRUE(all_close(acc, want, 1e-6, dot_rtol(M + 1), &acc_scale)) << "dW accumulated";
+  EXPECT_TRUE(close_to(acc, want, 1e-6, dot_rtol(M + 1), &acc_scale)) << "dW accumulated";
 }
 
 TEST_P(Q4Gemms, ForwardBackwardAndWeightGradMatchReference) {
-  const auto [M, N, K, G] = GetParam();
-  check_q4_gemms(M, N, K, G);
+  const auto [shape, backend] = GetParam();
+  const auto [M, N, K, G] = shape;
+  test::with_backend(backend, [&](auto b) { check_q4_gemms<decltype(b)>(M, N, K, G); });
 }
 
 // The same, with every product split along k into chunks whose partial sums are added at the end (split-K, which
-// a GPU uses for products with few output tiles and a long k; forced here, where llvmpipe would never choose it).
+// a GPU uses for products with few output tiles and a long k; forced here, where a CPU would never choose it).
 TEST_P(Q4Gemms, SplitAlongKMatchReference) {
-  const auto [M, N, K, G] = GetParam();
-  test::device().impl().split_k = 1;
-  check_q4_gemms(M, N, K, G);
-  test::device().impl().split_k = 0;
+  const auto [shape, backend] = GetParam();
+  const auto [M, N, K, G] = shape;
+  test::with_backend(backend, [&](auto b) {
+    using B = decltype(b);
+    B::set_split_k(1);
+    check_q4_gemms<B>(M, N, K, G);
+    B::set_split_k(0);
+  });
 }
 
-INSTANTIATE_TEST_SUITE_P(Awkward, Q4Gemms,
-                         ::testing::Values(std::make_tuple(1, 1, 8, 8), std::make_tuple(3, 5, 13, 32),
-                                           std::make_tuple(7, 13, 64, 32), std::make_tuple(5, 17, 100, 64),
-                                           std::make_tuple(2, 3, 128, 128), std::make_tuple(33, 65, 257, 128),
-                                           std::make_tuple(130, 129, 96, 32), std::make_tuple(1, 70, 1, 32)));
+INSTANTIATE_TEST_SUITE_P(
+    Awkward, Q4Gemms,
+    ::testing::Combine(::testing::Values(std::make_tuple(1, 1, 8, 8), std::make_tuple(3, 5, 13, 32),
+                                         std::make_tuple(7, 13, 64, 32), std::make_tuple(5, 17, 100, 64),
+                                         std::make_tuple(2, 3, 128, 128), std::make_tuple(33, 65, 257, 128),
+                                         std::make_tuple(130, 129, 96, 32), std::make_tuple(1, 70, 1, 32)),
+                       ::testing::ValuesIn(test::kBackends)));
 
 TEST(Q4Gemms, LeadingDimsAndStridedInput) {
   const auto q = random_q4(6, 40, 32);
@@ -147,7 +159,10 @@ TEST(Q4Gemms, LeadingDimsAndStridedInput) {
   EXPECT_THROW(ops::linear_q4gsw_backward(upload(random_host({3, 7})), w), ArgumentError);
 }
 
-TEST(Q4Requant, MatchesTheReferenceBitForBit) {
+class Q4Requant : public ::testing::TestWithParam<std::string> {};
+
+template <class B>
+void requant_matches_reference() {
   for (auto [n, k, g] : {std::make_tuple(1, 1, 8), std::make_tuple(7, 13, 32), std::make_tuple(33, 100, 64),
                          std::make_tuple(5, 256, 128)}) {
     SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k) + " g" + std::to_string(g));
@@ -155,21 +170,26 @@ TEST(Q4Requant, MatchesTheReferenceBitForBit) {
     const auto s = random_host({q4gsw::groups(k, g), n}, 0.05, 0.3);  // some |latent / s| > 8: clamped
     std::vector<float> scales(s.data.begin(), s.data.end());
     scales[0] = 0.0f;  // a zero-scale group: code 8
-    Q4Weight w = q4gsw::upload(test::device(), std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0), scales, n, k, g);
-    ops::q4gsw_requant(upload(latent), w, false);
-    EXPECT_EQ(q4gsw::download_bytes(w), ref::q4_requant(latent, scales, g));
+    typename B::Q4 w = B::upload_q4(std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0), scales, n, k, g);
+    B::q4gsw_requant(B::upload(latent), w, false);
+    EXPECT_EQ(B::q4_bytes(w), ref::q4_requant(latent, scales, g));
   }
 }
 
-TEST(Q4Requant, TiesRoundHalfToEven) {
+TEST_P(Q4Requant, MatchesTheReferenceBitForBit) {
+  test::with_backend(GetParam(), [](auto b) { requant_matches_reference<decltype(b)>(); });
+}
+
+template <class B>
+void requant_ties() {
   // scale 0.25 (a power of two): latent = (q + 1/2) * 0.25 is an exact tie for every q.
   const int64_t n = 1, k = 32;
   ref::HostTensor latent({n, k});
   for (int64_t c = 0; c < k; ++c) latent.data[c] = (static_cast<double>(c % 17) - 8.5) * 0.25;
   const std::vector<float> scales = {0.25f};
-  Q4Weight w = q4gsw::upload(test::device(), std::vector<uint8_t>(16, 0), scales, n, k, 32);
-  ops::q4gsw_requant(upload(latent), w, false);
-  const auto got = q4gsw::download_bytes(w);
+  typename B::Q4 w = B::upload_q4(std::vector<uint8_t>(16, 0), scales, n, k, 32);
+  B::q4gsw_requant(B::upload(latent), w, false);
+  const auto got = B::q4_bytes(w);
   const auto want = ref::q4_requant(latent, scales, 32);
   EXPECT_EQ(got, want);
   // -8.5 -> -8, -7.5 -> -8, -6.5 -> -6, -0.5 -> 0, 0.5 -> 0, 1.5 -> 2 (each to the even neighbour).
@@ -181,22 +201,33 @@ TEST(Q4Requant, TiesRoundHalfToEven) {
   EXPECT_EQ(want[5] & 15, 10);  // k = 10
 }
 
-TEST(Q4Requant, RecomputesScalesFromTheLatent) {
+TEST_P(Q4Requant, TiesRoundHalfToEven) {
+  test::with_backend(GetParam(), [](auto b) { requant_ties<decltype(b)>(); });
+}
+
+template <class B>
+void requant_recomputes_scales() {
   const int64_t n = 9, k = 70, g = 32;
   auto latent = random_host({n, k}, -2, 2);
   for (int64_t c = 0; c < 32; ++c) latent.data[c] = 0.0;  // an all-zero group: scale 0, codes 8
-  Q4Weight w = q4gsw::upload(test::device(), std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0),
-                             std::vector<float>(q4gsw::groups(k, g) * n, 1.0f), n, k, g);
-  ops::q4gsw_requant(upload(latent), w, true);
+  typename B::Q4 w = B::upload_q4(std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0),
+                                  std::vector<float>(q4gsw::groups(k, g) * n, 1.0f), n, k, g);
+  B::q4gsw_requant(B::upload(latent), w, true);
   const auto got_scales = w.scales.to_host_f32();
   const auto want_scales = ref::q4_scales(latent, g);
   ASSERT_EQ(got_scales.size(), want_scales.size());
   for (size_t i = 0; i < got_scales.size(); ++i)
-    EXPECT_NEAR(got_scales[i], want_scales[i], 3e-7 * want_scales[i]) << i;  // WGSL division: 2.5 ulp
+    EXPECT_NEAR(got_scales[i], want_scales[i], 3e-7 * want_scales[i]) << i;  // WGSL/SPIR-V division: 2.5 ulp
   EXPECT_EQ(got_scales[0], 0.0f);
   // Codes against the scales the device chose; with max/7 scales no code clamps.
-  EXPECT_EQ(q4gsw::download_bytes(w), ref::q4_requant(latent, got_scales, g));
+  EXPECT_EQ(B::q4_bytes(w), ref::q4_requant(latent, got_scales, g));
 }
+
+TEST_P(Q4Requant, RecomputesScalesFromTheLatent) {
+  test::with_backend(GetParam(), [](auto b) { requant_recomputes_scales<decltype(b)>(); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Q4Requant, ::testing::ValuesIn(test::kBackends));
 
 }  // namespace
 }  // namespace wgtrain

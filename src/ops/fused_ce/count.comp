@@ -1,0 +1,24 @@
+// fused_ce, step 1 (the GLSL twin of count.wgsl): the rows whose label is not ignored (>= 0), as f32 in stats[0].
+#version 450
+#extension GL_GOOGLE_include_directive : require
+
+#define WG 256u
+layout(local_size_x = 256) in;
+
+layout(push_constant) uniform Params {
+  uint rows, labels_off, host_count;
+  float host_n_valid;
+} p;
+
+layout(std430, binding = 0) readonly buffer Labels { int labels[]; };
+layout(std430, binding = 1) buffer Stats { float stats[]; };
+
+#include "common/reduce.glsl"
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  float n = 0.0;
+  for (uint r = t; r < p.rows; r += WG) n += labels[p.labels_off + r] >= 0 ? 1.0 : 0.0;
+  const float total = workgroup_sum(t, n);
+  if (t == 0u) stats[0] = p.host_count != 0u ? p.host_n_valid : total;
+}

@@ -1,0 +1,24 @@
+// fused_ce, step 3 (the GLSL twin of finish.wgsl): loss = sum of the row losses / n_valid, in a fixed order.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+
+#define WG 256u
+layout(local_size_x = 256) in;
+
+layout(push_constant) uniform Params {
+  uint rows, loss_off;
+} p;
+
+layout(std430, binding = 0) readonly buffer RowLoss { float row_loss[]; };
+layout(std430, binding = 1) readonly buffer Stats { float stats[]; };
+layout(std430, binding = 2) writeonly buffer Loss { float loss[]; };
+
+#include "common/reduce.glsl"
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  float acc = 0.0;
+  for (uint r = t; r < p.rows; r += WG) acc += row_loss[r];
+  const float total = workgroup_sum(t, acc);
+  if (t == 0u) loss[p.loss_off] = total / stats[0];
+}
