@@ -1,6 +1,8 @@
 // The op registry: every op of the foundation is there with what it supports, and runs by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <set>
 
 #include "support/test_support.h"
@@ -71,6 +73,18 @@ TEST(Registry, ReportsBadCallsClearly) {
   EXPECT_THROW(run_op(test::device(), "_softmax", {{"self", a}}, unknown), ArgumentError);
   EXPECT_THROW(run_op(test::device(), "mul.Scalar", {{"self", a}}), ArgumentError);  // missing other=
   EXPECT_THROW(run_op(test::device(), "mm", {{"self", upload(random_host({2}))}, {"mat2", a}}), ArgumentError);
+}
+
+TEST(Registry, SaysWhichBackendOffersWhichOp) {
+  // The training kernels (and the fill a step needs) run on the native Vulkan backend too; the rest on WebGPU only.
+  const std::vector<std::string> both = {"linear_q4gsw", "linear_q4gsw_backward", "linear_dW", "q4gsw_requant",
+                                         "fused_ce",     "adamw_step",            "fill"};
+  for (const auto& s : Registry::global().all()) {
+    const bool vulkan = std::find(s.backends.begin(), s.backends.end(), "vulkan") != s.backends.end();
+    const bool expected = std::find(both.begin(), both.end(), s.name) != both.end();
+    EXPECT_EQ(vulkan, expected) << s.name;
+    EXPECT_NE(std::find(s.backends.begin(), s.backends.end(), "webgpu"), s.backends.end()) << s.name;
+  }
 }
 
 TEST(Registry, OpArgsParse) {

@@ -55,8 +55,13 @@ class Device {
  public:
   // Opens a device; throws Error saying what was tried (no loader, no device, missing extension).
   static Device open(const DeviceOptions& options = {});
-  // The physical devices the loader offers, "name (type)" each, in enumeration order.
-  static std::vector<std::string> list();
+  // The physical devices the loader offers, in enumeration order (what `index` counts); throws Error without a
+  // loader.
+  struct Physical {
+    std::string name, type;
+    bool software = false;
+  };
+  static std::vector<Physical> list();
   ~Device();
   Device(Device&&) noexcept;
   Device& operator=(Device&&) noexcept;

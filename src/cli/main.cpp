@@ -72,12 +72,12 @@ int cmd_devices(const std::string& backend) {
 
 int cmd_ops(bool verbose) {
   const auto& ops = Registry::global().all();
-  std::printf("%-22s %-12s %-8s %-22s %s\n", "op", "family", "backend", "dtypes", "summary");
+  std::printf("%-22s %-12s %-14s %-22s %s\n", "op", "family", "backends", "dtypes", "summary");
   for (const auto& s : ops) {
     std::string dtypes, backends;
     for (DType d : s.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(d));
     for (const auto& b : s.backends) backends += (backends.empty() ? "" : ",") + b;
-    std::printf("%-22s %-12s %-8s %-22s %s%s\n", s.name.c_str(), s.family.c_str(), backends.c_str(), dtypes.c_str(),
+    std::printf("%-22s %-12s %-14s %-22s %s%s\n", s.name.c_str(), s.family.c_str(), backends.c_str(), dtypes.c_str(),
                 s.summary.c_str(), s.training_only ? " [training]" : "");
     if (!verbose) continue;
     std::string ins, outs;

@@ -7,6 +7,7 @@
 
 #include "gpu/device_impl.h"
 #include "wgtrain/error.h"
+#include "wgtrain/vulkan.h"
 
 namespace wgtrain {
 
@@ -107,11 +108,18 @@ void on_device_lost(const WGPUDevice*, uint32_t reason, WGPUStringView message, 
   if (reason == WGPUDeviceLostReason_Destroyed) impl->lost_message += " (the device was destroyed)";
 }
 
-bool vulkan_loader_present() {
-  void* h = dlopen("libvulkan.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (!h) return false;
-  dlclose(h);
-  return true;
+// Why Dawn's Vulkan backend has nothing to offer here, or empty when it may: no loader, or only CPU devices (Mesa's
+// lavapipe, which Dawn rejects with a warning before falling back to its Null adapter).
+std::string vulkan_unusable_for_dawn() {
+  try {
+    const auto devices = vk::Device::list();
+    for (const auto& d : devices)
+      if (!d.software) return {};
+    return devices.empty() ? "no Vulkan device"
+                           : "only CPU Vulkan devices (" + devices.front().name + "), which Dawn does not take";
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
 constexpr size_t kUniformChunkBytes = 64 * 1024;
@@ -969,10 +977,12 @@ Device Device::open(const DeviceOptions& requested) {
   }
 
   std::string tried;
-  if (options.backend == Backend::Auto && !vulkan_loader_present()) {
-    // Dawn would only print a warning and find nothing: skip the attempt (and the noise) on machines without it.
-    candidates.erase(candidates.begin());
-    tried = "Vulkan: no Vulkan loader (libvulkan.so.1) on this machine";
+  if (options.backend == Backend::Auto) {
+    // Dawn would only print a warning and find nothing: skip the attempt (and the noise) where it cannot work.
+    if (const std::string why = vulkan_unusable_for_dawn(); !why.empty()) {
+      candidates.erase(candidates.begin());
+      tried = "Vulkan: " + why;
+    }
   }
   for (const auto& c : candidates) {
     AdapterRequest req;

@@ -435,13 +435,13 @@ Instance create_instance() {
 
 }  // namespace
 
-std::vector<std::string> Device::list() {
+std::vector<Device::Physical> Device::list() {
   Instance in = create_instance();
-  std::vector<std::string> out;
+  std::vector<Physical> out;
   for (VkPhysicalDevice d : in.devices) {
     VkPhysicalDeviceProperties p;
     in.api.GetPhysicalDeviceProperties(d, &p);
-    out.push_back(std::string(p.deviceName) + " (" + detail::type_name(p.deviceType) + ")");
+    out.push_back({p.deviceName, detail::type_name(p.deviceType), p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU});
   }
   in.api.DestroyInstance(in.instance, nullptr);
   return out;

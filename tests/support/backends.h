@@ -50,6 +50,7 @@ struct WebGpu {
   static void adamw_step(const std::vector<AdamWParam>& p, const ops::AdamWOptions& o, int64_t step) {
     ops::adamw_step(p, o, step);
   }
+  static void copy_(const T& dst, const T& src) { ops::copy_(dst, src); }
   static void set_split_k(int v) { device().impl().split_k = v; }
   static uint64_t dispatches() {
     device().synchronize();
@@ -85,6 +86,7 @@ struct Vulkan {
   static void adamw_step(const std::vector<AdamWParam>& p, const ops::AdamWOptions& o, int64_t step) {
     vk::ops::adamw_step(p, o, step);
   }
+  static void copy_(const T& dst, const T& src) { vk::ops::copy_(dst, src); }
   static void set_split_k(int v) { vk_device().ctx().split_k = v; }
   static uint64_t dispatches() {
     vk_device().synchronize();

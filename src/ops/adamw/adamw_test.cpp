@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ops/adamw/adamw_ref.h"
+#include "support/backends.h"
 #include "support/test_support.h"
 #include "wgtrain/adamw.h"
 #include "wgtrain/error.h"
@@ -22,7 +23,8 @@ struct HostParam {
   double wd;
 };
 
-std::vector<double> as_double(const Tensor& t) {
+template <class T>
+std::vector<double> as_double(const T& t) {
   const auto f = t.to_host_f32();
   return {f.begin(), f.end()};
 }
@@ -36,7 +38,11 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
                     << "; WGTRAIN_TEST_SEED=" << test::seed();
 }
 
-TEST(AdamW, TenStepsMatchACpuLoop) {
+class AdamWOn : public ::testing::TestWithParam<std::string> {};
+
+template <class B>
+void ten_steps_match_a_cpu_loop() {
+  using T = typename B::T;
   const std::vector<int64_t> sizes = {1, 3, 1000, 4097, 64};
   const std::vector<double> wds = {0.01, 0.0, 0.1, 0.01, -1};  // -1: the options' default
   ops::AdamWOptions o;
@@ -45,29 +51,29 @@ TEST(AdamW, TenStepsMatchACpuLoop) {
 
   // Three parameters in separate buffers, two as views into four shared arenas (offsets 0 and 1000).
   std::vector<HostParam> host;
-  std::vector<ops::AdamWParam> dev;
+  std::vector<typename B::AdamWParam> dev;
   const int64_t arena = 1000 + 64;
-  Tensor ap = upload(random_host({arena})), am = ops::mul(ap, 0.0f), av = ops::mul(ap, 0.0f);
-  Tensor ag = Tensor::empty(test::device(), {arena});
+  const T ap = B::upload(random_host({arena})), am = B::zeros({arena}), av = B::zeros({arena});
+  const T ag = B::empty({arena});
   const auto ap0 = ap.to_host_f32();
   for (size_t i = 0; i < sizes.size(); ++i) {
     HostParam h;
     h.wd = wds[i] >= 0 ? wds[i] : o.weight_decay;
-    ops::AdamWParam d;
+    typename B::AdamWParam d;
     d.weight_decay = wds[i];
     if (i == 2 || i == 4) {
       const int64_t off = i == 2 ? 0 : 1000;
-      d.param = ap.slice(0, off, off + sizes[i]);
-      d.grad = ag.slice(0, off, off + sizes[i]);
-      d.m = am.slice(0, off, off + sizes[i]);
-      d.v = av.slice(0, off, off + sizes[i]);
+      d.param = B::slice(ap, off, off + sizes[i]);
+      d.grad = B::slice(ag, off, off + sizes[i]);
+      d.m = B::slice(am, off, off + sizes[i]);
+      d.v = B::slice(av, off, off + sizes[i]);
       h.p.assign(ap0.begin() + off, ap0.begin() + off + sizes[i]);
     } else {
       const auto p0 = random_host({sizes[i]});
-      d.param = upload(p0);
-      d.grad = Tensor::empty(test::device(), {sizes[i]});
-      d.m = ops::mul(d.param, 0.0f);
-      d.v = ops::mul(d.param, 0.0f);
+      d.param = B::upload(p0);
+      d.grad = B::empty({sizes[i]});
+      d.m = B::zeros({sizes[i]});
+      d.v = B::zeros({sizes[i]});
       h.p = p0.data;
     }
     h.m.assign(sizes[i], 0.0);
@@ -79,10 +85,10 @@ TEST(AdamW, TenStepsMatchACpuLoop) {
     o.lr = 3e-3 * (1.0 - 0.05 * step);  // a schedule: lr changes every step
     for (size_t i = 0; i < sizes.size(); ++i) {
       const auto g = random_host({sizes[i]}, -2, 2);
-      ops::copy_(dev[i].grad, upload(g));
+      B::copy_(dev[i].grad, B::upload(g));
       ref::adamw_step(host[i].p, host[i].m, host[i].v, g.data, o.lr, o.beta1, o.beta2, o.eps, host[i].wd, step);
     }
-    ops::adamw_step(dev, o, step);
+    B::adamw_step(dev, o, step);
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
     SCOPED_TRACE(i);
@@ -90,6 +96,10 @@ TEST(AdamW, TenStepsMatchACpuLoop) {
     expect_close(as_double(dev[i].m), host[i].m, 1e-6, "m");
     expect_close(as_double(dev[i].v), host[i].v, 1e-6, "v");
   }
+}
+
+TEST_P(AdamWOn, TenStepsMatchACpuLoop) {
+  test::with_backend(GetParam(), [](auto b) { ten_steps_match_a_cpu_loop<decltype(b)>(); });
 }
 
 TEST(AdamW, ARecordedUpdateReplaysWithEachStepsScalars) {
@@ -123,27 +133,43 @@ TEST(AdamW, ARecordedUpdateReplaysWithEachStepsScalars) {
   expect_close({got.begin() + n0, got.end()}, h1.p, 1e-6 * 1e-2 * 10, "param 1");
 }
 
-TEST(AdamW, SharedArenasTakeOneDispatch) {
-  Tensor p = upload(random_host({256})), g = upload(random_host({256})), m = ops::mul(p, 0.0f), v = ops::mul(p, 0.0f);
-  std::vector<ops::AdamWParam> ps;
+template <class B>
+void shared_arenas_take_one_dispatch() {
+  const auto p = B::upload(random_host({256})), g = B::upload(random_host({256}));
+  const auto m = B::zeros({256}), v = B::zeros({256});
+  std::vector<typename B::AdamWParam> ps;
   for (int k = 0; k < 8; ++k) {
     const int64_t a = k * 32;
-    ps.push_back({p.slice(0, a, a + 32), g.slice(0, a, a + 32), m.slice(0, a, a + 32), v.slice(0, a, a + 32), -1});
+    ps.push_back({B::slice(p, a, a + 32), B::slice(g, a, a + 32), B::slice(m, a, a + 32), B::slice(v, a, a + 32), -1});
   }
-  test::device().synchronize();
-  const auto before = test::device().stats().dispatches;
-  ops::adamw_step(ps, {}, 1);
-  EXPECT_EQ(test::device().stats().dispatches, before + 1);
+  const auto before = B::dispatches();
+  B::adamw_step(ps, {}, 1);
+  EXPECT_EQ(B::dispatches(), before + 1);
 }
 
-TEST(AdamW, RejectsBadArguments) {
-  Tensor p = upload(random_host({4})), g = upload(random_host({4})), m = upload(random_host({4}));
-  EXPECT_THROW(ops::adamw_step({{p, g, m, upload(random_host({5})), -1}}, {}, 1), ArgumentError);
-  EXPECT_THROW(ops::adamw_step({{p, g, m, m, -1}}, {}, 1), ArgumentError);  // m and v share a buffer
-  EXPECT_THROW(ops::adamw_step({{p, g, m, upload(random_host({4})), -1}}, {}, 0), ArgumentError);
+TEST_P(AdamWOn, SharedArenasTakeOneDispatch) {
+  test::with_backend(GetParam(), [](auto b) { shared_arenas_take_one_dispatch<decltype(b)>(); });
+}
+
+template <class B>
+void rejects_bad_arguments() {
+  const auto p = B::upload(random_host({4})), g = B::upload(random_host({4})), m = B::upload(random_host({4}));
+  EXPECT_THROW(B::adamw_step({{p, g, m, B::upload(random_host({5})), -1}}, {}, 1), ArgumentError);
+  EXPECT_THROW(B::adamw_step({{p, g, m, m, -1}}, {}, 1), ArgumentError);  // m and v share a buffer
+  EXPECT_THROW(B::adamw_step({{p, g, m, B::upload(random_host({4})), -1}}, {}, 0), ArgumentError);
   ops::AdamWOptions bad;
   bad.beta1 = 1.0;
-  EXPECT_THROW(ops::adamw_step({{p, g, m, upload(random_host({4})), -1}}, bad, 1), ArgumentError);
+  EXPECT_THROW(B::adamw_step({{p, g, m, B::upload(random_host({4})), -1}}, bad, 1), ArgumentError);
+}
+
+TEST_P(AdamWOn, RejectsBadArguments) {
+  test::with_backend(GetParam(), [](auto b) { rejects_bad_arguments<decltype(b)>(); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, AdamWOn, ::testing::ValuesIn(test::kBackends));
+
+TEST(AdamW, RejectsBadArgumentsOfTheClass) {
+  Tensor p = upload(random_host({4})), g = upload(random_host({4})), m = upload(random_host({4}));
   ops::AdamW opt({{p, g, m, upload(random_host({4})), -1}}, {});
   EXPECT_THROW(opt.set_step(0, 1e-3), ArgumentError);
 }

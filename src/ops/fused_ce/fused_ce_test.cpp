@@ -1,11 +1,14 @@
-// fused_ce against the float64 reference: awkward sizes, ignored rows, logits of magnitude 1e4, in place.
+// fused_ce against the float64 reference: awkward sizes, ignored rows, logits of magnitude 1e4, in place; each case
+// on both backends (WebGPU, and the native Vulkan backend; tests/support/backends.h).
 // Tolerances: loss |l - ref| <= 1e-5 |ref| + 1e-6 (1 + max |x|) (logsumexp is as exact as the largest logit);
 // dlogits |d - ref| <= 1e-5 |ref| + 1e-6 / n_valid.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "ops/fused_ce/fused_ce_ref.h"
+#include "support/backends.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
 #include "wgtrain/fused_ce.h"
@@ -36,7 +39,8 @@ std::vector<int> random_labels(int64_t rows, int64_t vocab, double ignored) {
   return labels;
 }
 
-void check(const ops::CrossEntropy& got, const ref::HostTensor& x, const ref::CrossEntropyRef& want) {
+template <class CE>
+void check(const CE& got, const ref::HostTensor& x, const ref::CrossEntropyRef& want) {
   double xmax = 0;
   for (double v : x.data) xmax = std::max(xmax, std::fabs(v));
   const float loss = got.loss.to_host_f32()[0];
@@ -48,48 +52,78 @@ void check(const ops::CrossEntropy& got, const ref::HostTensor& x, const ref::Cr
   }
   double dmax = 0;  // 1 / n_valid at most: the absolute tolerance follows it
   for (double v : want.dlogits.data) dmax = std::max(dmax, std::fabs(v));
-  EXPECT_TRUE(all_close(got.dlogits, want.dlogits, 1e-6 * std::max(dmax, 1e-30), 1e-5)) << "dlogits";
+  EXPECT_TRUE(test::close_to(got.dlogits, want.dlogits, 1e-6 * std::max(dmax, 1e-30), 1e-5)) << "dlogits";
 }
 
-class FusedCe : public ::testing::TestWithParam<Case> {};
+std::vector<int32_t> as_i32(const std::vector<int>& v) { return {v.begin(), v.end()}; }
+
+class FusedCe : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
 TEST_P(FusedCe, MatchesReference) {
-  const Case c = GetParam();
+  const auto [c, backend] = GetParam();
   const auto x = random_host({c.rows, c.vocab}, -c.magnitude, c.magnitude);
   const auto labels = random_labels(c.rows, c.vocab, c.ignored);
-  const Tensor lt = Tensor::from_host(test::device(), {c.rows}, labels);
-  check(ops::fused_ce(upload(x), lt), x, ref::cross_entropy(x, labels));
+  test::with_backend(backend, [&](auto b) {
+    using B = decltype(b);
+    check(B::fused_ce(B::upload(x), B::upload_i32({c.rows}, as_i32(labels))), x, ref::cross_entropy(x, labels));
+  });
 }
 
-INSTANTIATE_TEST_SUITE_P(Awkward, FusedCe,
-                         ::testing::Values(Case{1, 1, 1, 0}, Case{3, 7, 3, 0}, Case{5, 1000, 5, 0.2},
-                                           Case{17, 257, 4, 0.5}, Case{2, 50021, 8, 0}, Case{31, 13, 1e4, 0.1},
-                                           Case{6, 33, 2, 1.0}, Case{300, 5, 2, 0.3}, Case{4, 32000, 4, 0.25},
-                                           Case{3, 8, 1e4, 0}));
+INSTANTIATE_TEST_SUITE_P(
+    Awkward, FusedCe,
+    ::testing::Combine(::testing::Values(Case{1, 1, 1, 0}, Case{3, 7, 3, 0}, Case{5, 1000, 5, 0.2},
+                                         Case{17, 257, 4, 0.5}, Case{2, 50021, 8, 0}, Case{31, 13, 1e4, 0.1},
+                                         Case{6, 33, 2, 1.0}, Case{300, 5, 2, 0.3}, Case{4, 32000, 4, 0.25},
+                                         Case{3, 8, 1e4, 0}),
+                       ::testing::ValuesIn(test::kBackends)));
 
-TEST(FusedCe, InPlaceOverTheLogits) {
+class FusedCeOn : public ::testing::TestWithParam<std::string> {};
+
+template <class B>
+void in_place_over_the_logits() {
   for (int64_t vocab : {301, 300}) {  // scalar and vec4 rows
     SCOPED_TRACE(vocab);
     const auto x = random_host({9, vocab}, -6, 6);
     const auto labels = random_labels(9, vocab, 0.2);
-    const Tensor lt = Tensor::from_host(test::device(), {9}, labels);
-    Tensor logits = upload(x);
-    const ops::CrossEntropy ce = ops::fused_ce(logits, lt, std::nullopt, true);
-    EXPECT_EQ(ce.dlogits.storage(), logits.storage());
+    const auto lt = B::upload_i32({9}, as_i32(labels));
+    const auto logits = B::upload(x);
+    const auto ce = B::fused_ce(logits, lt, std::nullopt, true);
+    EXPECT_EQ(ce.dlogits.to_host_f32(), logits.to_host_f32()) << "written over the logits";
     check(ce, x, ref::cross_entropy(x, labels));
     // The same numbers as the out-of-place form.
-    const ops::CrossEntropy oop = ops::fused_ce(upload(x), lt);
+    const auto oop = B::fused_ce(B::upload(x), lt);
     EXPECT_EQ(ce.dlogits.to_host_f32(), oop.dlogits.to_host_f32());
     EXPECT_EQ(ce.loss.to_host_f32(), oop.loss.to_host_f32());
   }
 }
 
-TEST(FusedCe, ExplicitDivisor) {
+TEST_P(FusedCeOn, InPlaceOverTheLogits) {
+  test::with_backend(GetParam(), [](auto b) { in_place_over_the_logits<decltype(b)>(); });
+}
+
+TEST_P(FusedCeOn, ExplicitDivisor) {
   const auto x = random_host({8, 40});
   const auto labels = random_labels(8, 40, 0.25);
-  const Tensor lt = Tensor::from_host(test::device(), {8}, labels);
-  check(ops::fused_ce(upload(x), lt, 32), x, ref::cross_entropy(x, labels, 32));
+  test::with_backend(GetParam(), [&](auto b) {
+    using B = decltype(b);
+    check(B::fused_ce(B::upload(x), B::upload_i32({8}, as_i32(labels)), 32), x, ref::cross_entropy(x, labels, 32));
+  });
 }
+
+TEST_P(FusedCeOn, OutOfRangeLabelsAreErrors) {
+  // Found on the host before the dispatch (WebGPU, which knows uploaded labels) or by the kernel (which refuses
+  // the row and raises at the next read-back); either way an ArgumentError, and nothing read out of bounds.
+  const auto x = random_host({3, 10});
+  test::with_backend(GetParam(), [&](auto b) {
+    using B = decltype(b);
+    EXPECT_THROW(B::fused_ce(B::upload(x), B::upload_i32({3}, {1, 10, 2})).loss.to_host_f32(), ArgumentError);
+    // The error word is cleared: good labels afterwards read back.
+    EXPECT_NO_THROW(B::fused_ce(B::upload(x), B::upload_i32({3}, {1, 9, 2})).loss.to_host_f32());
+    EXPECT_THROW(B::fused_ce(B::upload(x), B::upload_i32({2}, {1, 2})), ArgumentError);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FusedCeOn, ::testing::ValuesIn(test::kBackends));
 
 TEST(FusedCe, BadLabels) {
   const Tensor x = upload(random_host({3, 10}));

@@ -179,6 +179,7 @@ void register_shape_ops(Registry& r) {
 
   OpSchema f = view_schema("fill", "a tensor like self with every element `value`",
                            {{"value", "float", "", "the value (required)"}});
+  f.backends = {"webgpu", "vulkan"};  // vk::ops::full
   f.run = [](Device&, const OpTensors& in, const OpArgs& args) {
     if (!args.has("value")) throw ArgumentError("fill: missing argument value=<number>");
     return OpTensors{{"out", fill(input(in, "self"), args.get_float("value", 0))}};

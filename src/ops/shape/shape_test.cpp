@@ -1,11 +1,14 @@
 // Dim-order copy, expand_copy, fill, cat, slice assignment and slicing views: exact, bit for bit for every dtype.
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include <algorithm>
 #include <bit>
 #include <numeric>
 
 #include "ops/reference.h"
+#include "support/backends.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
@@ -55,6 +58,33 @@ TEST(Fill, EveryDtype) {
   for (float v : f.to_host_f32()) ASSERT_EQ(v, 3.0f);
   EXPECT_THROW(ops::full(dev, {2}, 0.5, DType::I32), ArgumentError);
 }
+
+class FillOn : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FillOn, FillsEveryElementOfEveryDtype) {
+  test::with_backend(GetParam(), [](auto b) {
+    using B = decltype(b);
+    if constexpr (std::is_same_v<B, test::Vulkan>) {
+      for (float v : vk::ops::full(test::vk_device(), {1031}, -2.5).to_host_f32()) ASSERT_EQ(v, -2.5f);
+      for (int32_t v : vk::ops::full(test::vk_device(), {3, 5}, -7, DType::I32).to_host_i32()) ASSERT_EQ(v, -7);
+      for (int32_t v : vk::ops::full(test::vk_device(), {4}, 1, DType::Bool).to_host_i32()) ASSERT_EQ(v, 1);
+      EXPECT_THROW(vk::ops::full(test::vk_device(), {2}, 0.5, DType::I32), ArgumentError);
+    } else {
+      for (float v : ops::full(test::device(), {1031}, -2.5).to_host_f32()) ASSERT_EQ(v, -2.5f);
+      for (int32_t v : ops::full(test::device(), {3, 5}, -7, DType::I32).to_host_i32()) ASSERT_EQ(v, -7);
+      for (int32_t v : ops::full(test::device(), {4}, 1, DType::Bool).to_host_i32()) ASSERT_EQ(v, 1);
+      EXPECT_THROW(ops::full(test::device(), {2}, 0.5, DType::I32), ArgumentError);
+    }
+    // copy_ between two tensors of one size (a slice of an arena, here).
+    const auto src = test::random_host({6});
+    const auto dst = B::zeros({10});
+    B::copy_(B::slice(dst, 2, 8), B::upload(src));
+    const auto got = dst.to_host_f32();
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(got[i], i >= 2 && i < 8 ? static_cast<float>(src.data[i - 2]) : 0.0f) << i;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FillOn, ::testing::ValuesIn(test::kBackends));
 
 TEST(Fill, InPlaceOnAContiguousViewOnly) {
   const auto x = random_host({5, 7});
