@@ -40,7 +40,9 @@ struct DeviceInfo {
 };
 
 struct DeviceOptions {
-  int index = -1;          // a physical device by enumeration order; -1: the first discrete GPU, else the first
+  // A physical device by enumeration order (Device::list); -1: $WGTRAIN_VULKAN_DEVICE if set, else the first
+  // discrete GPU, else the first.
+  int index = -1;
   bool poison = false;     // fill every new buffer with 0xFF bytes (NaN), so that an unwritten element shows
   // Use cooperative-matrix GEMMs (fp16 operands, fp32 accumulation) where the device has them. Off by default:
   // they change the numbers (see ops below).

@@ -20,6 +20,7 @@
 #include "wgtrain/fused_ce.h"
 #include "wgtrain/ops.h"
 #include "wgtrain/q4gsw.h"
+#include "wgtrain/vulkan.h"
 
 namespace wgtrain::cli {
 
@@ -33,8 +34,8 @@ struct Result {
 };
 
 // Uniform in [lo, hi) from a counter hash (splitmix64): fast enough for the 4 GB of a 8192 x 128256 logits tensor.
-Tensor random_tensor(Device& dev, const Shape& shape, float lo, float hi, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(numel(shape)));
+std::vector<float> random_values(int64_t n, float lo, float hi, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) {
     uint64_t z = (seed << 40) + i + 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -42,11 +43,12 @@ Tensor random_tensor(Device& dev, const Shape& shape, float lo, float hi, uint64
     z ^= z >> 31;
     v[i] = lo + (hi - lo) * static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
   }
-  return Tensor::from_host(dev, shape, v);
+  return v;
 }
 
 // Runs `body` a few times to warm up, then enough times for ~0.2 s (at least 3), timed on the GPU.
-Result measure(Device& dev, const std::string& name, const std::string& shape, double flops, double bytes,
+template <class Dev>
+Result measure(Dev& dev, const std::string& name, const std::string& shape, double flops, double bytes,
                const std::function<void()>& body) {
   body();
   dev.synchronize();
@@ -67,15 +69,164 @@ Result measure(Device& dev, const std::string& name, const std::string& shape, d
   return res;
 }
 
-Q4Weight random_q4(Device& dev, int64_t n, int64_t k, int64_t group, uint64_t seed) {
+// Random q4gsw weight in the exchange layout: codes, and scales in [0.001, 0.02).
+struct HostQ4 {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+};
+HostQ4 random_q4_host(int64_t n, int64_t k, int64_t group, uint64_t seed) {
   std::mt19937_64 g(seed);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> sc(0.001f, 0.02f);
-  std::vector<uint8_t> bytes(static_cast<size_t>(n * q4gsw::bytes_per_row(k)));
-  for (auto& b : bytes) b = static_cast<uint8_t>(byte(g));
-  std::vector<float> scales(static_cast<size_t>(q4gsw::groups(k, group) * n));
-  for (auto& s : scales) s = sc(g);
-  return q4gsw::upload(dev, bytes, scales, n, k, group);
+  HostQ4 q;
+  q.bytes.resize(static_cast<size_t>(n * q4gsw::bytes_per_row(k)));
+  for (auto& b : q.bytes) b = static_cast<uint8_t>(byte(g));
+  q.scales.resize(static_cast<size_t>(q4gsw::groups(k, group) * n));
+  for (auto& s : q.scales) s = sc(g);
+  return q;
+}
+
+// The training kernels through one backend: WebGPU (Dawn) or the native Vulkan one, under one set of names.
+struct WebGpuKernels {
+  using Dev = wgtrain::Device;
+  using T = wgtrain::Tensor;
+  using Q4 = wgtrain::Q4Weight;
+  using AdamWParam = ops::AdamWParam;
+  Dev& dev;
+  T random(const Shape& s, float lo, float hi, uint64_t seed) const {
+    return T::from_host(dev, s, random_values(numel(s), lo, hi, seed));
+  }
+  T ints(const Shape& s, const std::vector<int32_t>& v) const { return T::from_host(dev, s, v); }
+  T zeros(const Shape& s) const { return ops::full(dev, s, 0.0); }
+  T slice(const T& t, int64_t a, int64_t b) const { return t.slice(0, a, b); }
+  Q4 q4(int64_t n, int64_t k, int64_t g, uint64_t seed) const {
+    const HostQ4 h = random_q4_host(n, k, g, seed);
+    return q4gsw::upload(dev, h.bytes, h.scales, n, k, g);
+  }
+  void copy(const T& dst, const T& src) const { ops::copy_(dst, src); }
+  void linear_q4gsw(const T& x, const Q4& w) const { ops::linear_q4gsw(x, w); }
+  void linear_q4gsw_backward(const T& dy, const Q4& w) const { ops::linear_q4gsw_backward(dy, w); }
+  void linear_dW(const T& dy, const T& x, const T* acc) const { ops::linear_dW(dy, x, acc); }
+  void requant(const T& latent, Q4& w, bool recompute) const { ops::q4gsw_requant(latent, w, recompute); }
+  void fused_ce(const T& logits, const T& labels) const { ops::fused_ce(logits, labels); }
+  void adamw(const std::vector<AdamWParam>& p, int64_t step) const { ops::adamw_step(p, {}, step); }
+};
+
+struct VulkanKernels {
+  using Dev = vk::Device;
+  using T = vk::Tensor;
+  using Q4 = vk::Q4Weight;
+  using AdamWParam = vk::ops::AdamWParam;
+  Dev& dev;
+  T random(const Shape& s, float lo, float hi, uint64_t seed) const {
+    return T::from_host(dev, s, random_values(numel(s), lo, hi, seed));
+  }
+  T ints(const Shape& s, const std::vector<int32_t>& v) const { return T::from_host(dev, s, v); }
+  T zeros(const Shape& s) const { return vk::ops::full(dev, s, 0.0); }
+  T slice(const T& t, int64_t a, int64_t b) const { return t.slice(a, b); }
+  Q4 q4(int64_t n, int64_t k, int64_t g, uint64_t seed) const {
+    const HostQ4 h = random_q4_host(n, k, g, seed);
+    return vk::upload_q4(dev, h.bytes, h.scales, n, k, g);
+  }
+  void copy(const T& dst, const T& src) const { vk::ops::copy_(dst, src); }
+  void linear_q4gsw(const T& x, const Q4& w) const { vk::ops::linear_q4gsw(x, w); }
+  void linear_q4gsw_backward(const T& dy, const Q4& w) const { vk::ops::linear_q4gsw_backward(dy, w); }
+  void linear_dW(const T& dy, const T& x, const T* acc) const { vk::ops::linear_dW(dy, x, acc); }
+  void requant(const T& latent, Q4& w, bool recompute) const { vk::ops::q4gsw_requant(latent, w, recompute); }
+  void fused_ce(const T& logits, const T& labels) const { vk::ops::fused_ce(logits, labels); }
+  void adamw(const std::vector<AdamWParam>& p, int64_t step) const { vk::ops::adamw_step(p, {}, step); }
+};
+
+// Results go to stdout as they come, and to the JSON file, so a benchmark that fails (out of memory, say) keeps
+// the others'.
+struct Sink {
+  std::unique_ptr<std::ofstream> json;
+  std::string device, backend;
+  int failures = 0;
+  void push_back(const Result& r) const {
+    if (!json) return;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"name\": \"%s\", \"shape\": \"%s\", \"flops\": %.6g, \"bytes\": %.6g, \"seconds\": %.6g, "
+                  "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"}\n",
+                  r.name.c_str(), r.shape.c_str(), r.flops, r.bytes, r.seconds, r.reps,
+                  r.timestamps ? "true" : "false", device.c_str(), backend.c_str());
+    *json << line << std::flush;
+  }
+};
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (auto x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
+// The training kernels at fine-tuning sizes, on either backend: the rows bench/report.py sets side by side.
+template <class Kernels>
+void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results,
+                   const std::function<void(const char*, const std::function<void()>&)>& guarded) {
+  auto& dev = k.dev;
+  const bool q = opt.quick;
+  auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
+  const int64_t M = q ? 256 : 4096, N = q ? 256 : 4096, K = q ? 256 : 4096, G = 32;
+  if (want("linear_q4gsw") || want("linear_dW")) guarded("linear", [&] {
+    const typename Kernels::Q4 w = k.q4(N, K, G, 4);
+    const auto x = k.random({M, K}, -1, 1, 5), dy = k.random({M, N}, -1, 1, 6);
+    const double wbytes = N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
+    if (want("linear_q4gsw"))
+      results.push_back(measure(dev, "linear_q4gsw", dims({M, N, K}) + " g" + std::to_string(G), 2.0 * M * N * K,
+                                M * K * 4.0 + wbytes + M * N * 4.0, [&] { k.linear_q4gsw(x, w); }));
+    if (want("linear_q4gsw_backward"))
+      results.push_back(measure(dev, "linear_q4gsw_backward", dims({M, N, K}) + " g" + std::to_string(G),
+                                2.0 * M * N * K, M * N * 4.0 + wbytes + M * K * 4.0,
+                                [&] { k.linear_q4gsw_backward(dy, w); }));
+    if (want("linear_dW")) {
+      const auto grad = k.random({N, K}, -1, 1, 7);
+      results.push_back(measure(dev, "linear_dW (accumulate)", dims({M, N, K}), 2.0 * M * N * K,
+                                (M * N + M * K + 2.0 * N * K) * 4.0, [&] { k.linear_dW(dy, x, &grad); }));
+    }
+  });
+  if (want("q4gsw_requant")) guarded("requant", [&] {
+    typename Kernels::Q4 w = k.q4(N, K, G, 8);
+    const auto latent = k.random({N, K}, -0.1f, 0.1f, 9);
+    const double bytes = N * K * 4.0 + N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
+    results.push_back(measure(dev, "q4gsw_requant", dims({N, K}) + " g" + std::to_string(G), 0, bytes,
+                              [&] { k.requant(latent, w, false); }));
+    results.push_back(measure(dev, "q4gsw_requant (+scales)", dims({N, K}) + " g" + std::to_string(G), 0,
+                              bytes + N * K * 4.0, [&] { k.requant(latent, w, true); }));
+  });
+  if (want("fused_ce")) guarded("fused_ce", [&] {
+    for (int64_t V : {int64_t{32000}, int64_t{128256}}) {
+      const int64_t R = q ? 64 : 8192, v = q ? V / 16 : V;
+      const auto logits = k.random({R, v}, -4, 4, 10);
+      std::vector<int32_t> lab(R);
+      std::mt19937_64 g(11);
+      for (auto& l : lab) l = static_cast<int32_t>(g() % static_cast<uint64_t>(v));
+      const auto labels = k.ints({R}, lab);
+      // The least any implementation must move: read the logits once, write dlogits once.
+      results.push_back(measure(dev, "fused_ce", dims({R, v}), 0, 2.0 * R * v * 4, [&] { k.fused_ce(logits, labels); }));
+    }
+  });
+  if (want("adamw")) guarded("adamw", [&] {
+    // 100M parameters as 100 tensors of 1M in shared arenas (one dispatch), as a flattened model would hold them.
+    const int64_t per = q ? 4096 : (1 << 20), count = 100, n = per * count;
+    const auto p = k.random({n}, -1, 1, 12), gr = k.random({n}, -1, 1, 13);
+    const auto m = k.zeros({n}), v = k.zeros({n});
+    std::vector<typename Kernels::AdamWParam> params;
+    for (int64_t i = 0; i < count; ++i)
+      params.push_back({k.slice(p, i * per, (i + 1) * per), k.slice(gr, i * per, (i + 1) * per),
+                        k.slice(m, i * per, (i + 1) * per), k.slice(v, i * per, (i + 1) * per), -1});
+    int64_t step = 0;
+    results.push_back(measure(dev, "adamw_step", std::to_string(count) + "x" + std::to_string(per), 0, 28.0 * n,
+                              [&] { k.adamw(params, ++step); }));
+  });
+}
+
+std::unique_ptr<std::ofstream> open_json(const std::string& path) {
+  if (path.empty()) return nullptr;
+  auto json = std::make_unique<std::ofstream>(path);
+  if (!*json) throw Error("cannot write " + path);
+  return json;
 }
 
 std::string fmt_double(double v) {
@@ -105,52 +256,28 @@ void write_words(const std::string& path, const std::vector<int32_t>& v) {
 
 int run_bench(const BenchOptions& opt) {
   DeviceOptions dopt;
-  dopt.backend = parse_backend(opt.backend);
+  dopt.backend = opt.webgpu_backend;
   Device dev = Device::open(dopt);
   std::printf("device: %s (%s%s), timestamps: %s\n", dev.info().name.c_str(), dev.info().backend_label.c_str(),
               dev.info().compatibility_mode ? ", compatibility" : "", dev.features().timestamp_query ? "yes" : "no");
   const bool q = opt.quick;
-  std::unique_ptr<std::ofstream> json;
-  if (!opt.json_path.empty()) {
-    json = std::make_unique<std::ofstream>(opt.json_path);
-    if (!*json) throw Error("cannot write " + opt.json_path);
-  }
-  // Each result is written as it comes, so a benchmark that fails (out of memory, say) keeps the others'.
-  struct Sink {
-    std::ofstream* json;
-    const Device& dev;
-    void push_back(const Result& r) {
-      if (!json) return;
-      char line[512];
-      std::snprintf(line, sizeof line,
-                    "{\"name\": \"%s\", \"shape\": \"%s\", \"flops\": %.6g, \"bytes\": %.6g, \"seconds\": %.6g, "
-                    "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"}\n",
-                    r.name.c_str(), r.shape.c_str(), r.flops, r.bytes, r.seconds, r.reps,
-                    r.timestamps ? "true" : "false", dev.info().name.c_str(), dev.info().backend_label.c_str());
-      *json << line << std::flush;
-    }
-  } results{json.get(), dev};
-  int failures = 0;
+  Sink results{open_json(opt.json_path), dev.info().name, dev.info().backend_label};
   auto guarded = [&](const char* what, const std::function<void()>& fn) {
     try {
       fn();
     } catch (const Error& e) {
-      ++failures;
+      ++results.failures;
       std::printf("%-26s failed: %s\n", what, e.what());
       dev.synchronize();
     }
   };
   auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
-  auto dims = [](std::initializer_list<int64_t> d) {
-    std::string s;
-    for (auto x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
-    return s;
-  };
+  WebGpuKernels kernels{dev};
 
   // Ceilings: a dense copy (bandwidth) and the fp32 GEMM (rate) through this same runtime.
   if (want("copy")) guarded("copy", [&] {
     const int64_t n = q ? (1 << 20) : (int64_t{1} << 26);  // 256 MiB
-    const Tensor x = random_tensor(dev, {n}, -1, 1, 1);
+    const Tensor x = kernels.random({n}, -1, 1, 1);
     const Tensor xt = x.reshape({n / 1024, 1024}).transpose(0, 1);  // a strided view: the copy kernel runs
     results.push_back(measure(dev, "copy (dim-order)", dims({1024, n / 1024}), 0, 2.0 * n * 4,
                               [&] { ops::contiguous(xt); }));
@@ -158,7 +285,7 @@ int run_bench(const BenchOptions& opt) {
   });
   if (want("mm")) guarded("mm", [&] {
     const int64_t s = q ? 256 : 4096;
-    const Tensor a = random_tensor(dev, {s, s}, -1, 1, 2), b = random_tensor(dev, {s, s}, -1, 1, 3);
+    const Tensor a = kernels.random({s, s}, -1, 1, 2), b = kernels.random({s, s}, -1, 1, 3);
     results.push_back(measure(dev, "mm fp32", dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
                               [&] { ops::mm(a, b); }));
     // The same product with A read through a transposed view: strided loads, no 16-byte ones.
@@ -166,60 +293,7 @@ int run_bench(const BenchOptions& opt) {
     results.push_back(measure(dev, "mm fp32 (A as a view)", dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
                               [&] { ops::mm(at, b); }));
   });
-  // The training kernels at fine-tuning sizes.
-  const int64_t M = q ? 256 : 4096, N = q ? 256 : 4096, K = q ? 256 : 4096, G = 32;
-  if (want("linear_q4gsw") || want("linear_dW")) guarded("linear", [&] {
-    const Q4Weight w = random_q4(dev, N, K, G, 4);
-    const Tensor x = random_tensor(dev, {M, K}, -1, 1, 5), dy = random_tensor(dev, {M, N}, -1, 1, 6);
-    const double wbytes = N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
-    if (want("linear_q4gsw"))
-      results.push_back(measure(dev, "linear_q4gsw", dims({M, N, K}) + " g" + std::to_string(G), 2.0 * M * N * K,
-                                M * K * 4.0 + wbytes + M * N * 4.0, [&] { ops::linear_q4gsw(x, w); }));
-    if (want("linear_q4gsw_backward"))
-      results.push_back(measure(dev, "linear_q4gsw_backward", dims({M, N, K}) + " g" + std::to_string(G),
-                                2.0 * M * N * K, M * N * 4.0 + wbytes + M * K * 4.0,
-                                [&] { ops::linear_q4gsw_backward(dy, w); }));
-    if (want("linear_dW")) {
-      Tensor grad = random_tensor(dev, {N, K}, -1, 1, 7);
-      results.push_back(measure(dev, "linear_dW (accumulate)", dims({M, N, K}), 2.0 * M * N * K,
-                                (M * N + M * K + 2.0 * N * K) * 4.0, [&] { ops::linear_dW(dy, x, &grad); }));
-    }
-  });
-  if (want("q4gsw_requant")) guarded("requant", [&] {
-    Q4Weight w = random_q4(dev, N, K, G, 8);
-    const Tensor latent = random_tensor(dev, {N, K}, -0.1f, 0.1f, 9);
-    const double bytes = N * K * 4.0 + N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
-    results.push_back(measure(dev, "q4gsw_requant", dims({N, K}) + " g" + std::to_string(G), 0, bytes,
-                              [&] { ops::q4gsw_requant(latent, w, false); }));
-    results.push_back(measure(dev, "q4gsw_requant (+scales)", dims({N, K}) + " g" + std::to_string(G), 0,
-                              bytes + N * K * 4.0, [&] { ops::q4gsw_requant(latent, w, true); }));
-  });
-  if (want("fused_ce")) guarded("fused_ce", [&] {
-    for (int64_t V : {int64_t{32000}, int64_t{128256}}) {
-      const int64_t R = q ? 64 : 8192, v = q ? V / 16 : V;
-      const Tensor logits = random_tensor(dev, {R, v}, -4, 4, 10);
-      std::vector<int32_t> lab(R);
-      std::mt19937_64 g(11);
-      for (auto& l : lab) l = static_cast<int32_t>(g() % static_cast<uint64_t>(v));
-      const Tensor labels = Tensor::from_host(dev, {R}, lab);
-      // The least any implementation must move: read the logits once, write dlogits once.
-      results.push_back(measure(dev, "fused_ce", dims({R, v}), 0, 2.0 * R * v * 4,
-                                [&] { ops::fused_ce(logits, labels); }));
-    }
-  });
-  if (want("adamw")) guarded("adamw", [&] {
-    // 100M parameters as 100 tensors of 1M in shared arenas (one dispatch), as a flattened model would hold them.
-    const int64_t per = q ? 4096 : (1 << 20), count = 100, n = per * count;
-    Tensor p = random_tensor(dev, {n}, -1, 1, 12), gr = random_tensor(dev, {n}, -1, 1, 13);
-    Tensor m = ops::mul(p, 0.0f), v = ops::mul(p, 0.0f);
-    std::vector<ops::AdamWParam> params;
-    for (int64_t i = 0; i < count; ++i)
-      params.push_back({p.slice(0, i * per, (i + 1) * per), gr.slice(0, i * per, (i + 1) * per),
-                        m.slice(0, i * per, (i + 1) * per), v.slice(0, i * per, (i + 1) * per), -1});
-    int64_t step = 0;
-    results.push_back(measure(dev, "adamw_step", std::to_string(count) + "x" + std::to_string(per), 0, 28.0 * n,
-                              [&] { ops::adamw_step(params, {}, ++step); }));
-  });
+  bench_kernels(kernels, opt, results, guarded);
 
   // A whole training step of a Llama model (forward, backward, AdamW, requantisation), recorded once and replayed.
   if (want("train_step")) guarded("train_step", [&] {
@@ -288,7 +362,39 @@ int run_bench(const BenchOptions& opt) {
   });
 
   print_profile(dev);
-  return failures ? 1 : 0;
+  return results.failures ? 1 : 0;
+}
+
+int run_bench_vulkan(const BenchOptions& opt) {
+  vk::DeviceOptions vopt;
+  vopt.cooperative_matrix = opt.cooperative_matrix;
+  vk::Device dev = vk::Device::open(vopt);
+  const vk::DeviceInfo& info = dev.info();
+  std::printf("device: %s (native Vulkan, %s), timestamps: %s, cooperative matrix: %s\n", info.name.c_str(),
+              info.type.c_str(), info.timestamps ? "yes" : "no",
+              !info.cooperative_matrix ? "not offered" : (opt.cooperative_matrix ? "used" : "offered, not used"));
+  Sink results{open_json(opt.json_path), info.name, "Vulkan (native)"};
+  auto guarded = [&](const char* what, const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      ++results.failures;
+      std::printf("%-26s failed: %s\n", what, e.what());
+      dev.synchronize();
+    }
+  };
+  VulkanKernels kernels{dev};
+  auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
+  if (want("copy")) guarded("copy", [&] {
+    const int64_t n = opt.quick ? (1 << 20) : (int64_t{1} << 26);
+    const vk::Tensor x = kernels.random({n}, -1, 1, 1), y = kernels.zeros({n});
+    results.push_back(measure(dev, "copy (vkCmdCopyBuffer)", dims({n}), 0, 2.0 * n * 4, [&] { kernels.copy(y, x); }));
+  });
+  bench_kernels(kernels, opt, results, guarded);
+  if (want("train_step"))
+    std::printf("train_step: the native Vulkan backend has the training kernels, not the whole model (WebGPU "
+                "runs it)\n");
+  return results.failures ? 1 : 0;
 }
 
 }  // namespace wgtrain::cli

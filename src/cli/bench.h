@@ -3,10 +3,14 @@
 
 #include <string>
 
+#include "wgtrain/device.h"
+
 namespace wgtrain::cli {
 
 struct BenchOptions {
-  std::string backend = "auto";
+  Backend webgpu_backend = Backend::Auto;  // the API Dawn runs on
+  bool native_vulkan = false;              // the native Vulkan backend instead (run_bench_vulkan)
+  bool cooperative_matrix = false;         // native Vulkan: cooperative-matrix GEMMs where offered
   std::string only;        // run only benchmarks whose name contains this
   std::string json_path;   // also write the results as JSON lines here
   bool quick = false;      // small sizes: checks the command on any machine (timings then mean little)
@@ -18,5 +22,7 @@ struct BenchOptions {
 };
 
 int run_bench(const BenchOptions& options);
+// The training kernels on the native Vulkan backend (wgtrain bench --backend vulkan), rows named as run_bench's.
+int run_bench_vulkan(const BenchOptions& options);
 
 }  // namespace wgtrain::cli

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/backend.h"
 #include "cli/bench.h"
 #include "cli/train.h"
 #include "gpu/dawn.h"
@@ -14,6 +15,7 @@
 #include "wgtrain/registry.h"
 #include "wgtrain/safetensors.h"
 #include "wgtrain/tensor.h"
+#include "wgtrain/vulkan.h"
 
 namespace {
 
@@ -32,9 +34,28 @@ std::string human_bytes(uint64_t b) {
   return buf;
 }
 
+int cmd_devices_vulkan() {
+  const auto physical = vk::Device::list();
+  vk::Device dev = vk::Device::open();
+  const vk::DeviceInfo& i = dev.info();
+  std::printf("native Vulkan backend\n");
+  std::printf("device:       %s (%s)\n", i.name.c_str(), i.type.c_str());
+  std::printf("API:          %u.%u.%u\n", i.api_version >> 22, (i.api_version >> 12) & 0x3ff, i.api_version & 0xfff);
+  std::printf("subgroup:     %u lanes\n", i.subgroup_size);
+  std::printf("storage buffer range  %s\n", human_bytes(i.max_storage_buffer_range).c_str());
+  std::printf("timestamps            %s\n", i.timestamps ? "yes" : "no");
+  std::printf("cooperative matrix    %s\n", i.cooperative_matrix ? "yes (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32)" : "no");
+  std::printf("\nphysical devices (pick one with WGTRAIN_VULKAN_DEVICE=<index>):\n");
+  for (size_t k = 0; k < physical.size(); ++k)
+    std::printf("  %zu  %s (%s)\n", k, physical[k].name.c_str(), physical[k].type.c_str());
+  return 0;
+}
+
 int cmd_devices(const std::string& backend) {
+  const cli::CliBackend b = cli::parse_cli_backend(backend);
+  if (b.native_vulkan) return cmd_devices_vulkan();
   DeviceOptions opt;
-  opt.backend = parse_backend(backend);
+  opt.backend = b.webgpu;
   Device dev = Device::open(opt);
   const AdapterInfo& i = dev.info();
   const DeviceLimits& l = dev.limits();
@@ -102,9 +123,9 @@ int cmd_run_op(const std::string& op, const std::string& in_path, const std::str
     if (eq == std::string::npos || eq == 0) throw ArgumentError("--arg '" + kv + "' is not of the form key=value");
     args.set(kv.substr(0, eq), kv.substr(eq + 1));
   }
-  const safetensors::Contents in = safetensors::load(in_path);
   DeviceOptions opt;
-  opt.backend = parse_backend(backend);
+  opt.backend = cli::webgpu_only(backend, "run-op");
+  const safetensors::Contents in = safetensors::load(in_path);
   Device dev = Device::open(opt);
   OpTensors inputs;
   for (const auto& [name, array] : in.tensors) inputs.emplace(name, safetensors::to_tensor(dev, array, name));
@@ -128,7 +149,7 @@ int main(int argc, char** argv) {
 
   std::string backend = "auto";
   auto* devices = app.add_subcommand("devices", "show the adapter wgtrain picks, its limits and features");
-  devices->add_option("--backend", backend, "auto, vulkan, opengl or opengles (default: $WGTRAIN_BACKEND or auto)");
+  devices->add_option("--backend", backend, cli::kBackendHelp);
 
   bool verbose = false;
   auto* ops = app.add_subcommand("ops", "list the registered ops and what each supports");
@@ -141,11 +162,14 @@ int main(int argc, char** argv) {
   runop->add_option("--in", in_path, "safetensors file holding the op's input tensors, by input name")->required();
   runop->add_option("--out", out_path, "safetensors file to write the outputs to")->required();
   runop->add_option("--arg", op_args, "an argument key=value (repeatable)");
-  runop->add_option("--backend", backend, "auto, vulkan, opengl or opengles");
+  runop->add_option("--backend", backend, "auto, webgpu-vulkan, opengl or opengles");
 
   cli::BenchOptions bench_opt;
   auto* bench = app.add_subcommand("bench", "time each kernel at training sizes: GFLOP/s, GB/s");
-  bench->add_option("--backend", bench_opt.backend, "auto, vulkan, opengl or opengles");
+  std::string bench_backend = "auto";
+  bench->add_option("--backend", bench_backend, cli::kBackendHelp);
+  bench->add_flag("--coopmat", bench_opt.cooperative_matrix,
+                  "native Vulkan: cooperative-matrix GEMMs (fp16 operands) where the device offers them");
   bench->add_option("--only", bench_opt.only, "run only benchmarks whose name contains this");
   bench->add_option("--json", bench_opt.json_path, "also write the results as JSON lines to this file");
   bench->add_flag("--quick", bench_opt.quick, "small sizes, to check the command anywhere");
@@ -176,7 +200,7 @@ int main(int argc, char** argv) {
   train->add_option("--eval-batches", t.eval_batches, "validation batches")->capture_default_str();
   train->add_option("--save-every", t.save_every, "checkpoint every N steps")->capture_default_str();
   train->add_option("--seed", t.seed, "initialisation and batch order")->capture_default_str();
-  train->add_option("--backend", train_opt.backend, "auto, vulkan, opengl or opengles");
+  train->add_option("--backend", train_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
 
   cli::GenerateCliOptions gen_opt;
   auto* generate = app.add_subcommand("generate", "sample text from a trained run");
@@ -187,7 +211,7 @@ int main(int argc, char** argv) {
   generate->add_option("--temperature", gen_opt.generate.temperature, "0: greedy")->capture_default_str();
   generate->add_option("--top-k", gen_opt.generate.top_k, "sample among the k likeliest (0: all)")->capture_default_str();
   generate->add_option("--seed", gen_opt.generate.seed, "sampling seed")->capture_default_str();
-  generate->add_option("--backend", gen_opt.backend, "auto, vulkan, opengl or opengles");
+  generate->add_option("--backend", gen_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
 
   try {
     app.parse(argc, argv);
@@ -198,7 +222,12 @@ int main(int argc, char** argv) {
     if (*devices) return cmd_devices(backend);
     if (*ops) return cmd_ops(verbose);
     if (*runop) return cmd_run_op(op_name, in_path, out_path, op_args, backend);
-    if (*bench) return cli::run_bench(bench_opt);
+    if (*bench) {
+      const cli::CliBackend b = cli::parse_cli_backend(bench_backend);
+      bench_opt.webgpu_backend = b.webgpu;
+      bench_opt.native_vulkan = b.native_vulkan;
+      return b.native_vulkan ? cli::run_bench_vulkan(bench_opt) : cli::run_bench(bench_opt);
+    }
     if (*train) return cli::run_train(train_opt);
     if (*generate) return cli::run_generate(gen_opt);
   } catch (const wgtrain::Error& e) {

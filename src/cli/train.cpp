@@ -1,6 +1,8 @@
 // wgtrain train and wgtrain generate: a progress line, Ctrl-C that saves, and the run's summary.
 #include "cli/train.h"
 
+#include "cli/backend.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,7 +74,7 @@ int run_train(const TrainCliOptions& cli) {
   TrainOptions o = cli.train;
   if (o.out_dir.empty()) o.out_dir = "runs/" + stem(o.init_from.empty() ? o.model : o.init_from) + "-" + stem(o.data);
   DeviceOptions dopt;
-  dopt.backend = parse_backend(cli.backend);
+  dopt.backend = webgpu_only(cli.backend, "train");
   Device device = Device::open(dopt);
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   Trainer trainer(device, o, [](const std::string& line) { std::printf("%s\n", line.c_str()); std::fflush(stdout); });
@@ -148,7 +150,7 @@ int run_train(const TrainCliOptions& cli) {
 
 int run_generate(const GenerateCliOptions& cli) {
   DeviceOptions dopt;
-  dopt.backend = parse_backend(cli.backend);
+  dopt.backend = webgpu_only(cli.backend, "generate");
   Device device = Device::open(dopt);
   Generator gen(device, cli.ckpt);
   std::printf("%s", cli.generate.prompt.c_str());

@@ -2,6 +2,7 @@
 #include "vulkan/context.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "wgtrain/error.h"
@@ -24,6 +25,8 @@ const char* type_name(VkPhysicalDeviceType t) {
 
 // Largest single transfer through the staging buffer.
 constexpr uint64_t kStagingChunk = uint64_t{64} << 20;
+// Uploads up to this size go inside the command buffer instead.
+constexpr uint64_t kInlineUpload = uint64_t{256} << 10;
 
 }  // namespace
 
@@ -157,6 +160,15 @@ void Context::ensure_staging(uint64_t bytes) {
 
 void Context::upload(const Buffer& dst, uint64_t offset, const void* data, uint64_t bytes) {
   const auto* p = static_cast<const uint8_t*>(data);
+  if (bytes <= kInlineUpload && bytes % 4 == 0) {
+    // Small data travels inside the command buffer (vkCmdUpdateBuffer, 64 KiB a command): in order with the
+    // recorded work, and no wait.
+    ensure_open();
+    for (uint64_t at = 0; at < bytes; at += 65536)
+      api.CmdUpdateBuffer(cmd_, dst.buffer, offset + at, std::min<uint64_t>(65536, bytes - at), p + at);
+    barrier();
+    return;
+  }
   for (uint64_t at = 0; at < bytes; at += kStagingChunk) {
     const uint64_t n = std::min(kStagingChunk, bytes - at);
     submit_and_wait();  // the staging buffer is free, and work recorded before sees the old contents
@@ -454,13 +466,15 @@ Device Device::open(const DeviceOptions& options) {
   ctx->instance = in.instance;
   ctx->options = options;
   if (in.devices.empty()) throw Error("Vulkan: the loader found no physical device");
-  if (options.index >= static_cast<int>(in.devices.size()))
-    throw ArgumentError("Vulkan: no physical device " + std::to_string(options.index) + " (there are " +
+  int index = options.index;
+  if (const char* env = std::getenv("WGTRAIN_VULKAN_DEVICE"); index < 0 && env && *env) index = std::atoi(env);
+  if (index >= static_cast<int>(in.devices.size()))
+    throw ArgumentError("Vulkan: no physical device " + std::to_string(index) + " (there are " +
                         std::to_string(in.devices.size()) + ")");
   // The chosen device: by index, else the first discrete GPU, else the first of any kind.
   VkPhysicalDevice pick = in.devices[0];
-  if (options.index >= 0) {
-    pick = in.devices[options.index];
+  if (index >= 0) {
+    pick = in.devices[index];
   } else {
     for (VkPhysicalDevice d : in.devices) {
       VkPhysicalDeviceProperties p;

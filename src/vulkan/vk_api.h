@@ -61,6 +61,7 @@ namespace wgtrain::vk::detail {
   X(CmdDispatch)                       \
   X(CmdPipelineBarrier)                \
   X(CmdCopyBuffer)                     \
+  X(CmdUpdateBuffer)                   \
   X(CmdFillBuffer)                     \
   X(CmdWriteTimestamp)                 \
   X(CmdResetQueryPool)                 \
