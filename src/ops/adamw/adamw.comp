@@ -1,7 +1,17 @@
 // AdamW in place (the GLSL twin of adamw.wgsl), as torch.optim.AdamW, over the segments of a table: each segment
 // a parameter's length and the offsets of its param, grad, m and v in four shared buffers. step_scalars: -lr / bc1,
-// sqrt(bc2), -, -, then each segment's 1 - lr * weight_decay (rewritten by the host each step).
+// sqrt(bc2), -, -, then each segment's 1 - lr * weight_decay (rewritten by the host each step). VEC (1 or 4, see
+// adamw.variants): elements per thread; with 4, every length and offset is a multiple of 4 and counted in vec4s.
 #version 450
+
+#ifndef VEC
+#define VEC 1
+#endif
+#if VEC == 4
+#define T vec4
+#else
+#define T float
+#endif
 
 layout(local_size_x = 256) in;
 
@@ -15,10 +25,10 @@ struct Segment {
 };
 
 layout(std430, binding = 0) readonly buffer Table { Segment segments[]; };
-layout(std430, binding = 1) readonly buffer Grad { float grad[]; };
-layout(std430, binding = 2) buffer Param { float param[]; };
-layout(std430, binding = 3) buffer M1 { float m1[]; };
-layout(std430, binding = 4) buffer M2 { float m2[]; };
+layout(std430, binding = 1) readonly buffer Grad { T grad[]; };
+layout(std430, binding = 2) buffer Param { T param[]; };
+layout(std430, binding = 3) buffer M1 { T m1[]; };
+layout(std430, binding = 4) buffer M2 { T m2[]; };
 layout(std430, binding = 5) readonly buffer StepScalars { float step_scalars[]; };
 
 void main() {
@@ -31,12 +41,12 @@ void main() {
   }
   const Segment s = segments[lo];
   const uint e = i - s.start;
-  const float g = grad[s.g_off + e];
-  const float w = param[s.p_off + e] * step_scalars[4u + lo];
-  const float m0 = m1[s.m_off + e];
+  const T g = grad[s.g_off + e];
+  const T w = param[s.p_off + e] * step_scalars[4u + lo];
+  const T m0 = m1[s.m_off + e];
   const float wt = p.one_minus_beta1;
-  const float m = wt < 0.5 ? m0 + wt * (g - m0) : g - (g - m0) * (1.0 - wt);
-  const float v = m2[s.v_off + e] * p.beta2 + p.one_minus_beta2 * g * g;
+  const T m = wt < 0.5 ? m0 + wt * (g - m0) : g - (g - m0) * (1.0 - wt);
+  const T v = m2[s.v_off + e] * p.beta2 + p.one_minus_beta2 * g * g;
   m1[s.m_off + e] = m;
   m2[s.v_off + e] = v;
   param[s.p_off + e] = w + step_scalars[0] * (m / (sqrt(v) / step_scalars[1] + p.eps));

@@ -44,14 +44,18 @@ void adamw_step(const std::vector<AdamWParam>& params, const wgtrain::ops::AdamW
     };
     std::vector<Segment> segs;
     std::vector<float> scalars = {static_cast<float>(-(o.lr / bc1)), static_cast<float>(std::sqrt(bc2)), 0, 0};
+    bool vec4 = true;
+    for (const AdamWParam* p : list)
+      for (const Tensor* t : {&p->param, &p->grad, &p->m, &p->v}) vec4 = vec4 && t->numel() % 4 == 0 && t->offset() % 4 == 0;
+    const int64_t unit = vec4 ? 4 : 1;
     uint64_t total = 0;
     for (const AdamWParam* p : list) {
-      segs.push_back({u32(static_cast<int64_t>(total), "elements"), u32(p->param.numel(), "elements"),
-                      u32(p->param.offset(), "offset"), u32(p->grad.offset(), "offset"), u32(p->m.offset(), "offset"),
-                      u32(p->v.offset(), "offset"), 0, 0});
+      segs.push_back({u32(static_cast<int64_t>(total), "elements"), u32(p->param.numel() / unit, "elements"),
+                      u32(p->param.offset() / unit, "offset"), u32(p->grad.offset() / unit, "offset"),
+                      u32(p->m.offset() / unit, "offset"), u32(p->v.offset() / unit, "offset"), 0, 0});
       const double wd = p->weight_decay >= 0 ? p->weight_decay : o.weight_decay;
       scalars.push_back(static_cast<float>(1.0 - o.lr * wd));
-      total += static_cast<uint64_t>(p->param.numel());
+      total += static_cast<uint64_t>(p->param.numel() / unit);
     }
     detail::Context& ctx = list.front()->param.ctx();
     const auto table = ctx.allocate(segs.size() * sizeof(Segment), "adamw segment table");
@@ -66,7 +70,7 @@ void adamw_step(const std::vector<AdamWParam>& params, const wgtrain::ops::AdamW
            static_cast<float>(1.0 - o.beta1), static_cast<float>(o.beta2), static_cast<float>(1.0 - o.beta2),
            static_cast<float>(o.eps)};
     const AdamWParam& first = *list.front();
-    ctx.dispatch(ctx.kernel("adamw/adamw", {}, 6, sizeof push), &push,
+    ctx.dispatch(ctx.kernel(vec4 ? "adamw/adamw_vec4" : "adamw/adamw_vec1", {}, 6, sizeof push), &push,
                  {table.get(), first.grad.buffer().get(), first.param.buffer().get(), first.m.buffer().get(),
                   first.v.buffer().get(), step_scalars.get()},
                  gx, gy);

@@ -1,19 +1,34 @@
-// The GEMM of the native Vulkan backend (the GLSL twin of gemm.wgsl): C[b] (+)= A[b] B[b], C contiguous
-// [batch, M, N], A and B strided. B comes in one of three forms (B_MODE): 0 f32, strided; 1 a q4gsw weight W[N, K]
-// read as B[k][n] = W[n][k] (the forward x W^T); 2 a q4gsw weight read as B[r][j] = W[r][j] (the input gradient
-// dy W). q4gsw codes are u32 words of 8 nibbles [N_w, ceil(K_w / 8)], code + 8 each; scales [ceil(K_w/g), N_w].
-// A 16 x 16 workgroup computes a (16 TM)^2 tile, each thread TM x TM outputs strided 16 apart (conflict-free reads
-// of the tiles, coalesced writes of C); tiles are staged in shared memory BK = 16 deep in k, the q4 ones
-// dequantised on the way in. Split-K (k_chunk > 0): grid layer z sums k in [z k_chunk, (z + 1) k_chunk) into
-// C[z], and split_sum.comp adds the layers.
+// The GEMM of the native Vulkan backend (the GLSL twin of gemm.wgsl, the same tiling): C[b] (+)= A[b] B[b], C
+// contiguous [batch, M, N], A and B strided. B comes in one of three forms (B_MODE): 0 f32, strided; 1 a q4gsw
+// weight W[N, K] read as B[k][n] = W[n][k] (the forward x W^T); 2 a q4gsw weight read as B[r][j] = W[r][j] (the
+// input gradient dy W). q4gsw codes are u32 words of 8 nibbles [N_w, ceil(K_w / 8)], code + 8 each; scales
+// [ceil(K_w / g), N_w].
+// A 16 x 16 workgroup computes a (16 TM)^2 tile. Each thread owns TM x TM outputs in blocks of 4 x 4 spaced 64
+// apart: rows (i / 4) 64 + 4 ty + i % 4, columns g 64 + 4 tx + 0..3, so that it reads A and B from shared memory as
+// vec4s and neighbouring threads write neighbouring 16-byte runs of C. Tiles are staged BK = 16 deep in k, the
+// next one loaded into registers while the current one is multiplied; q4 tiles are dequantised into shared
+// memory. TM and B_MODE are compile-time (one SPIR-V module per variant, see gemm.variants), so that every loop
+// unrolls and the accumulators stay in registers. Split-K (k_chunk > 0): grid layer z sums k in
+// [z k_chunk, (z + 1) k_chunk) into C[z], and split_sum.comp adds the layers.
 #version 450
+#extension GL_EXT_control_flow_attributes : require
+
+#ifndef TM
+#define TM 8
+#endif
+#ifndef B_MODE
+#define B_MODE 0
+#endif
+#define BM (16 * TM)
+#define BN (16 * TM)
+#define BK 16
+#define G (TM / 4)
+#define A_LOADS (BM * BK / 256)
+#define B_LOADS (BN * BK / 256)
+#define Q_ITEMS (B_MODE == 1 ? BN * (BK / 8) : BK * (BN / 8))
+#define Q_LOADS ((Q_ITEMS + 255) / 256)
 
 layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
-layout(constant_id = 0) const uint TM = 8;
-layout(constant_id = 1) const uint B_MODE = 0;
-const uint BM = 16 * TM;
-const uint BN = 16 * TM;
-const uint BK = 16;
 
 layout(push_constant) uniform Params {
   uint m, n, k, batch0;
@@ -29,10 +44,16 @@ layout(std430, binding = 1) readonly buffer BBuf { uint b[]; };  // floats as bi
 layout(std430, binding = 2) readonly buffer SBuf { float scales[]; };
 layout(std430, binding = 3) buffer CBuf { float c[]; };
 
-shared float As[BK * BM];  // [k][m]
-shared float Bs[BK * BN];  // [k][n]
+shared vec4 As[BK * BM / 4];  // [k][m / 4]
+shared vec4 Bs[BK * BN / 4];  // [k][n / 4]
 
 float dequant(uint word, uint j, float scale) { return (float((word >> (4u * j)) & 15u) - 8.0) * scale; }
+
+void store_c(uint bat, uint gm, uint gn, float v) {
+  if (gm >= p.m || gn >= p.n) return;
+  const uint at = p.c_off + (bat * p.m + gm) * p.n + gn;
+  c[at] = (p.flags & 2u) != 0u ? c[at] + v : v;
+}
 
 void main() {
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
@@ -43,72 +64,106 @@ void main() {
   const uint a_base = p.a_off + bat * p.a_sb, b_base = p.b_off + bat * p.b_sb;
   const uint k_begin = p.k_chunk != 0u ? gl_WorkGroupID.z * p.k_chunk : 0u;
   const uint k_end = p.k_chunk != 0u ? min(p.k, k_begin + p.k_chunk) : p.k;
+  const bool a_kfast = p.a_sk == 1u, b_nfast = p.b_sn == 1u;
 
-  float acc[TM][TM];
-  for (uint i = 0; i < TM; ++i)
-    for (uint j = 0; j < TM; ++j) acc[i][j] = 0.0;
+  vec4 acc[TM][G];
+  [[unroll]] for (int i = 0; i < TM; ++i)
+    [[unroll]] for (int q = 0; q < G; ++q) acc[i][q] = vec4(0.0);
 
-  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
-    // A tile: consecutive threads along whichever of m and k is contiguous in memory.
-    const bool a_kfast = p.a_sk == 1u;
-    for (uint e = tid; e < BM * BK; e += 256u) {
-      const uint am = a_kfast ? e / BK : e % BM;
-      const uint ak = a_kfast ? e % BK : e / BM;
-      const uint gm = m0 + am, gk = k0 + ak;
-      As[ak * BM + am] = (gm < p.m && gk < p.k) ? a[a_base + gm * p.a_sm + gk * p.a_sk] : 0.0;
+  // This thread's share of the next tile, in registers.
+  float ra[A_LOADS];
+#if B_MODE == 0
+  float rb[B_LOADS];
+#else
+  uint rw[Q_LOADS];
+  float rs[Q_LOADS];
+#endif
+
+  uint k0n = k_begin;
+  for (;;) {
+    // ---- load tile k0n into registers
+    [[unroll]] for (int l = 0; l < A_LOADS; ++l) {
+      const uint e = tid + uint(l) * 256u;
+      const uint am = a_kfast ? e / BK : e % BM, ak = a_kfast ? e % BK : e / BM;
+      const uint gm = m0 + am, gk = k0n + ak;
+      ra[l] = (gm < p.m && gk < p.k) ? a[a_base + gm * p.a_sm + gk * p.a_sk] : 0.0;
     }
-    if (B_MODE == 0u) {
-      const bool b_nfast = p.b_sn == 1u;
-      for (uint e = tid; e < BN * BK; e += 256u) {
-        const uint bn = b_nfast ? e % BN : e / BK;
-        const uint bk = b_nfast ? e / BN : e % BK;
-        const uint gn = n0 + bn, gk = k0 + bk;
-        Bs[bk * BN + bn] = (gn < p.n && gk < p.k) ? uintBitsToFloat(b[b_base + gk * p.b_sk + gn * p.b_sn]) : 0.0;
+#if B_MODE == 0
+    [[unroll]] for (int l = 0; l < B_LOADS; ++l) {
+      const uint e = tid + uint(l) * 256u;
+      const uint bn = b_nfast ? e % BN : e / BK, bk = b_nfast ? e / BN : e % BK;
+      const uint gn = n0 + bn, gk = k0n + bk;
+      rb[l] = (gn < p.n && gk < p.k) ? uintBitsToFloat(b[b_base + gk * p.b_sk + gn * p.b_sn]) : 0.0;
+    }
+#else
+    [[unroll]] for (int l = 0; l < Q_LOADS; ++l) {
+      const uint e = tid + uint(l) * 256u;
+      rw[l] = 0x88888888u;
+      rs[l] = 0.0;
+#if B_MODE == 1
+      const uint gn = n0 + e / (BK / 8u), gk = k0n + (e % (BK / 8u)) * 8u;
+      if (e < Q_ITEMS && gn < p.n && gk < p.k) {
+        rw[l] = b[gn * p.q_words + gk / 8u];
+        rs[l] = scales[(gk / p.group_size) * p.q_rows + gn];
       }
-    } else if (B_MODE == 1u) {
-      for (uint e = tid; e < BN * (BK / 8u); e += 256u) {
+#else
+      const uint gr = k0n + e / (BN / 8u), gj = n0 + (e % (BN / 8u)) * 8u;
+      if (e < Q_ITEMS && gr < p.k && gj < p.n) {
+        rw[l] = b[gr * p.q_words + gj / 8u];
+        rs[l] = scales[(gj / p.group_size) * p.q_rows + gr];
+      }
+#endif
+    }
+#endif
+    if (k0n != k_begin) {
+      // ---- multiply the tile in shared memory (loaded one iteration ago) while the loads above are in flight
+      [[unroll]] for (int kk = 0; kk < BK; ++kk) {
+        vec4 av[G], bv[G];
+        [[unroll]] for (int q = 0; q < G; ++q) {
+          av[q] = As[kk * (BM / 4) + q * 16 + int(ty)];
+          bv[q] = Bs[kk * (BN / 4) + q * 16 + int(tx)];
+        }
+        [[unroll]] for (int i = 0; i < TM; ++i)
+          [[unroll]] for (int q = 0; q < G; ++q) acc[i][q] = fma(vec4(av[i / 4][i % 4]), bv[q], acc[i][q]);
+      }
+      barrier();
+    }
+    if (k0n >= k_end) break;
+    // ---- registers to shared memory
+    [[unroll]] for (int l = 0; l < A_LOADS; ++l) {
+      const uint e = tid + uint(l) * 256u;
+      const uint am = a_kfast ? e / BK : e % BM, ak = a_kfast ? e % BK : e / BM;
+      As[ak * (BM / 4) + am / 4][am % 4] = ra[l];
+    }
+#if B_MODE == 0
+    [[unroll]] for (int l = 0; l < B_LOADS; ++l) {
+      const uint e = tid + uint(l) * 256u;
+      const uint bn = b_nfast ? e % BN : e / BK, bk = b_nfast ? e / BN : e % BK;
+      Bs[bk * (BN / 4) + bn / 4][bn % 4] = rb[l];
+    }
+#else
+    [[unroll]] for (int l = 0; l < Q_LOADS; ++l) {
+      const uint e = tid + uint(l) * 256u;
+      if (e < Q_ITEMS) {
+#if B_MODE == 1
         const uint bn = e / (BK / 8u), wq = e % (BK / 8u);
-        const uint gn = n0 + bn, gk = k0 + wq * 8u;
-        uint word = 0x88888888u;
-        float scale = 0.0;
-        if (gn < p.n && gk < p.k) {
-          word = b[gn * p.q_words + gk / 8u];
-          scale = scales[(gk / p.group_size) * p.q_rows + gn];
-        }
-        for (uint j = 0; j < 8u; ++j) Bs[(wq * 8u + j) * BN + bn] = dequant(word, j, scale);
-      }
-    } else {
-      for (uint e = tid; e < BK * (BN / 8u); e += 256u) {
+        [[unroll]] for (uint j = 0; j < 8u; ++j) Bs[(wq * 8u + j) * (BN / 4) + bn / 4][bn % 4] = dequant(rw[l], j, rs[l]);
+#else
         const uint bk = e / (BN / 8u), wq = e % (BN / 8u);
-        const uint gr = k0 + bk, gj = n0 + wq * 8u;
-        uint word = 0x88888888u;
-        float scale = 0.0;
-        if (gr < p.k && gj < p.n) {
-          word = b[gr * p.q_words + gj / 8u];
-          scale = scales[(gj / p.group_size) * p.q_rows + gr];
+        [[unroll]] for (uint j = 0; j < 8u; ++j) {
+          const uint col = wq * 8u + j;
+          Bs[bk * (BN / 4) + col / 4][col % 4] = dequant(rw[l], j, rs[l]);
         }
-        for (uint j = 0; j < 8u; ++j) Bs[bk * BN + wq * 8u + j] = dequant(word, j, scale);
+#endif
       }
     }
+#endif
     barrier();
-    for (uint kk = 0; kk < BK; ++kk) {
-      float av[TM], bv[TM];
-      for (uint i = 0; i < TM; ++i) av[i] = As[kk * BM + ty + 16u * i];
-      for (uint j = 0; j < TM; ++j) bv[j] = Bs[kk * BN + tx + 16u * j];
-      for (uint i = 0; i < TM; ++i)
-        for (uint j = 0; j < TM; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
-    }
-    barrier();
+    k0n += BK;
   }
 
-  for (uint i = 0; i < TM; ++i) {
-    const uint gm = m0 + ty + 16u * i;
-    if (gm >= p.m) continue;
-    for (uint j = 0; j < TM; ++j) {
-      const uint gn = n0 + tx + 16u * j;
-      if (gn >= p.n) continue;
-      const uint at = p.c_off + (out_bat * p.m + gm) * p.n + gn;
-      c[at] = (p.flags & 2u) != 0u ? c[at] + acc[i][j] : acc[i][j];
-    }
-  }
+  [[unroll]] for (int i = 0; i < TM; ++i)
+    [[unroll]] for (int q = 0; q < G; ++q)
+      [[unroll]] for (int j = 0; j < 4; ++j)
+        store_c(out_bat, m0 + uint((i / 4) * 64 + i % 4) + 4u * ty, n0 + uint(q * 64 + j) + 4u * tx, acc[i][q][j]);
 }

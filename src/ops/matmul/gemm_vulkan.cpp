@@ -49,7 +49,9 @@ void gemm(Context& ctx, const GemmOperand& a, const GemmOperand& b, const GemmQ4
   p.c_off = u32(c_offset, "offset");
   const uint32_t tm = (M >= 128 && N >= 128) ? 8 : 4;
   const int64_t tile = 16 * tm;
-  const Kernel& k = ctx.kernel("matmul/gemm", {tm, q.mode}, 4, sizeof(GemmPush));
+  // One module per (TM, B_MODE) (gemm.variants): compile-time sizes, so the accumulators stay in registers.
+  const Kernel& k = ctx.kernel("matmul/gemm_tm" + std::to_string(tm) + "_b" + std::to_string(q.mode), {}, 4,
+                               sizeof(GemmPush));
   const uint32_t gx = u32((N + tile - 1) / tile, "N tiles"), gy = u32((M + tile - 1) / tile, "M tiles");
   // Unused bindings still need a buffer.
   const Buffer* scales = q.scales ? q.scales : a.buffer;
