@@ -509,6 +509,36 @@ Device Device::open(const DeviceOptions& options) {
   api.EnumerateDeviceExtensionProperties(pick, nullptr, &n_ext, nullptr);
   std::vector<VkExtensionProperties> exts(n_ext);
   api.EnumerateDeviceExtensionProperties(pick, nullptr, &n_ext, exts.data());
+  // Cooperative matrices: VK_NV_cooperative_matrix (what Debian's glslc compiles) with 16x16x16 fp16 x fp16 -> fp32
+  // products at subgroup scope, fp16 arithmetic and the Vulkan memory model.
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_features{};
+  cm_features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  VkPhysicalDeviceVulkan12Features v12{};
+  v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  v12.pNext = &cm_features;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &v12;
+  api.GetPhysicalDeviceFeatures2(pick, &features);
+  bool cm_shape = false;
+  if (detail::has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+    auto props_fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+        api.GetInstanceProcAddr(in.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+    uint32_t n_cm = 0;
+    if (props_fn && props_fn(pick, &n_cm, nullptr) == VK_SUCCESS && n_cm) {
+      std::vector<VkCooperativeMatrixPropertiesNV> cm(n_cm);
+      for (auto& c : cm) c.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+      props_fn(pick, &n_cm, cm.data());
+      for (const auto& c : cm)
+        cm_shape = cm_shape || (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                c.BType == VK_COMPONENT_TYPE_FLOAT16_NV && c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                                c.DType == VK_COMPONENT_TYPE_FLOAT32_NV && c.scope == VK_SCOPE_SUBGROUP_NV);
+    }
+  }
+  info.cooperative_matrix = cm_shape && cm_features.cooperativeMatrix && v12.shaderFloat16 && v12.vulkanMemoryModel &&
+                            sub.subgroupSize == 32;
+  ctx->coopmat = options.cooperative_matrix && info.cooperative_matrix;
+
   if (!detail::has_extension(exts, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
     throw Error("Vulkan: " + info.name + " lacks " + VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME +
                 ", which the native backend needs");
@@ -533,6 +563,22 @@ Device Device::open(const DeviceOptions& options) {
   std::vector<const char*> enable = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
   VkDeviceCreateInfo di{};
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  // Only what the kernels use: with cooperative matrices, their extension and features.
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_enable{};
+  cm_enable.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  VkPhysicalDeviceVulkan12Features v12_enable{};
+  v12_enable.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  VkPhysicalDeviceFeatures2 enable_features{};
+  enable_features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  if (ctx->coopmat) {
+    enable.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    cm_enable.cooperativeMatrix = VK_TRUE;
+    v12_enable.shaderFloat16 = VK_TRUE;
+    v12_enable.vulkanMemoryModel = VK_TRUE;
+    v12_enable.pNext = &cm_enable;
+    enable_features.pNext = &v12_enable;
+    di.pNext = &enable_features;
+  }
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
   di.enabledExtensionCount = static_cast<uint32_t>(enable.size());

@@ -56,6 +56,8 @@ struct Context : std::enable_shared_from_this<Context> {
   DeviceStats stats;
   // Split-K GEMMs: 0 where the shape calls for it (never on a CPU), 1 wherever possible (tests), -1 never.
   int split_k = 0;
+  // The GEMMs run through cooperative matrices (asked for, and offered by the device).
+  bool coopmat = false;
 
   explicit Context(Api& a) : api(a) {}
   ~Context();

@@ -20,7 +20,8 @@
 
 namespace wgtrain::test {
 
-// The native Vulkan device every test in this process shares (lavapipe in CI), opened with poison on.
+// The native Vulkan device every test in this process shares (lavapipe in CI), opened with poison on, and with
+// cooperative matrices enabled where the device offers them but off until a test switches them on (ctx().coopmat).
 vk::Device& vk_device();
 
 inline const std::vector<std::string> kBackends = {"webgpu", "vulkan"};

@@ -24,7 +24,11 @@ vk::Device& vk_device() {
   static vk::Device* dev = [] {
     vk::DeviceOptions o;
     o.poison = true;
-    return new vk::Device(vk::Device::open(o));
+    // Cooperative matrices enabled where offered, but not in use: the tests that want them switch them on.
+    o.cooperative_matrix = true;
+    auto* d = new vk::Device(vk::Device::open(o));
+    d->ctx().coopmat = false;
+    return d;
   }();
   return *dev;
 }

@@ -48,10 +48,12 @@ void gemm(Context& ctx, const GemmOperand& a, const GemmOperand& b, const GemmQ4
   p.group_size = u32(q.group_size, "group size");
   p.c_off = u32(c_offset, "offset");
   const uint32_t tm = (M >= 128 && N >= 128) ? 8 : 4;
-  const int64_t tile = 16 * tm;
-  // One module per (TM, B_MODE) (gemm.variants): compile-time sizes, so the accumulators stay in registers.
-  const Kernel& k = ctx.kernel("matmul/gemm_tm" + std::to_string(tm) + "_b" + std::to_string(q.mode), {}, 4,
-                               sizeof(GemmPush));
+  // Cooperative matrices (64 x 64 tiles of fp16 products), or the fp32 kernel: one module per (TM, B_MODE)
+  // (gemm.variants), compile-time sizes so that the accumulators stay in registers.
+  const int64_t tile = ctx.coopmat ? 64 : 16 * tm;
+  const Kernel& k = ctx.coopmat ? ctx.kernel("matmul/gemm_coopmat_b" + std::to_string(q.mode), {}, 4, sizeof(GemmPush))
+                                : ctx.kernel("matmul/gemm_tm" + std::to_string(tm) + "_b" + std::to_string(q.mode), {},
+                                             4, sizeof(GemmPush));
   const uint32_t gx = u32((N + tile - 1) / tile, "N tiles"), gy = u32((M + tile - 1) / tile, "M tiles");
   // Unused bindings still need a buffer.
   const Buffer* scales = q.scales ? q.scales : a.buffer;
@@ -64,7 +66,8 @@ void gemm(Context& ctx, const GemmOperand& a, const GemmOperand& b, const GemmQ4
     splits = std::min<int64_t>(4, (K + 15) / 16);
   else if (ctx.split_k == 0 && !ctx.info.software && tiles < kTargetWorkgroups / 2 && K >= 2 * kMinChunk)
     splits = std::min((kTargetWorkgroups + tiles - 1) / tiles, K / kMinChunk);
-  const int64_t chunk = splits > 1 ? ((K + splits - 1) / splits + 15) / 16 * 16 : K;
+  // A multiple of both kernels' k tiles (16 and 32).
+  const int64_t chunk = splits > 1 ? ((K + splits - 1) / splits + 31) / 32 * 32 : K;
   if (splits > 1) splits = (K + chunk - 1) / chunk;
   if (splits <= 1) {
     ctx.dispatch(k, &p, {a.buffer, b.buffer, scales, &c}, gx, gy, 1);

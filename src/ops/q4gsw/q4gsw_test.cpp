@@ -77,16 +77,17 @@ TEST(Q4Layout, BytesAndWordsRoundTrip) {
 class Q4Gemms
     : public ::testing::TestWithParam<std::tuple<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::string>> {};
 
+// `extra`: a relative tolerance on top of fp32 rounding, for the fp16 operands of cooperative matrices.
 template <class B>
-void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G) {
+void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G, double extra = 0) {
   const auto q = random_q4(N, K, G);
   const typename B::Q4 w = B::upload_q4(q.bytes, q.scales, N, K, G);
   const auto wd = ref::q4_dequant(q.bytes, q.scales, N, K, G);  // [N, K]
 
   const auto x = random_host({M, K});
   const auto y_scale = abs_dot(x, wd);
-  EXPECT_TRUE(close_to(B::linear_q4gsw(B::upload(x), w), ref::linear(x, wd, std::nullopt), 1e-6, dot_rtol(K),
-                       &y_scale))
+  EXPECT_TRUE(close_to(B::linear_q4gsw(B::upload(x), w), ref::linear(x, wd, std::nullopt), 1e-6,
+                       dot_rtol(K) + extra, &y_scale))
       << "forward";
 
   const auto dy = random_host({M, N});
@@ -95,7 +96,7 @@ void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G) {
     for (int64_t c = 0; c < K; ++c) wt.data[c * N + r] = wd.data[r * K + c];
   const auto dx_scale = abs_dot(dy, wt);
   EXPECT_TRUE(close_to(B::linear_q4gsw_backward(B::upload(dy), w), ref::linear(dy, wt, std::nullopt), 1e-6,
-                       dot_rtol(N), &dx_scale))
+                       dot_rtol(N) + extra, &dx_scale))
       << "input gradient";
 
   // dW = dy^T x, and accumulated onto an existing gradient.
@@ -106,7 +107,8 @@ void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G) {
   }
   const auto dw_ref = ref::linear(dyt, xt, std::nullopt);
   const auto dw_scale = abs_dot(dyt, xt);
-  EXPECT_TRUE(close_to(B::linear_dW(B::upload(dy), B::upload(x)), dw_ref, 1e-6, dot_rtol(M), &dw_scale)) << "dW";
+  EXPECT_TRUE(close_to(B::linear_dW(B::upload(dy), B::upload(x)), dw_ref, 1e-6, dot_rtol(M) + extra, &dw_scale))
+      << "dW";
   const auto g0 = random_host({N, K});
   const typename B::T acc = B::upload(g0);
   const typename B::T same = B::linear_dW(B::upload(dy), B::upload(x), &acc);
@@ -117,7 +119,7 @@ void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G) {
     want.data[i] += g0.data[i];
     acc_scale.data[i] += std::fabs(g0.data[i]);
   }
-  EXPECT_TRUE(close_to(acc, want, 1e-6, dot_rtol(M + 1), &acc_scale)) << "dW accumulated";
+  EXPECT_TRUE(close_to(acc, want, 1e-6, dot_rtol(M + 1) + extra, &acc_scale)) << "dW accumulated";
 }
 
 TEST_P(Q4Gemms, ForwardBackwardAndWeightGradMatchReference) {
@@ -137,6 +139,22 @@ TEST_P(Q4Gemms, SplitAlongKMatchReference) {
     check_q4_gemms<B>(M, N, K, G);
     B::set_split_k(0);
   });
+}
+
+// The native Vulkan backend's cooperative-matrix GEMMs, where the device offers them (not lavapipe: skipped in CI,
+// run on the GPU machine). fp16 operands: 2^-10 of sum |x_k w_k| on top (each product's operands rounded once).
+TEST_P(Q4Gemms, CooperativeMatricesMatchReferenceWithinFp16) {
+  const auto [shape, backend] = GetParam();
+  if (backend != "vulkan") GTEST_SKIP() << "a native Vulkan path";
+  if (!test::vk_device().info().cooperative_matrix)
+    GTEST_SKIP() << test::vk_device().info().name << " offers no cooperative matrices";
+  const auto [M, N, K, G] = shape;
+  test::vk_device().ctx().coopmat = true;
+  check_q4_gemms<test::Vulkan>(M, N, K, G, std::ldexp(1.0, -10));
+  test::Vulkan::set_split_k(1);
+  check_q4_gemms<test::Vulkan>(M, N, K, G, std::ldexp(1.0, -10));
+  test::Vulkan::set_split_k(0);
+  test::vk_device().ctx().coopmat = false;
 }
 
 INSTANTIATE_TEST_SUITE_P(
