@@ -48,11 +48,21 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
        n_valid ? static_cast<float>(*n_valid) : 0.0f};
   ctx.dispatch(ctx.kernel("fused_ce/count", {}, 2, sizeof cp), &cp, {labels.buffer().get(), stats.get()}, 1);
   const auto [gx, gy] = ctx.grid(static_cast<uint64_t>(rows));
+  // vec4 rows where every row starts 16-byte aligned; 1024 threads a row where the device allows.
+  const bool vec4 = vocab % 4 == 0 && logits.offset() % 4 == 0 && out.dlogits.offset() % 4 == 0;
+  const uint32_t unit = vec4 ? 4 : 1;
+  const bool wide = ctx.limits.maxComputeWorkGroupInvocations >= 1024 && ctx.limits.maxComputeWorkGroupSize[0] >= 1024;
   struct {
     uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, row_stride;
-  } rp{u32(rows, "rows"),        u32(vocab, "vocab"),           u32(logits.offset(), "offset"),
-       u32(labels.offset(), "offset"), u32(out.dlogits.offset(), "offset"), ctx.index_check_bit("fused_ce"), gx};
-  ctx.dispatch(ctx.kernel("fused_ce/rows", {in_place ? 1u : 0u}, 6, sizeof rp), &rp,
+  } rp{u32(rows, "rows"),
+       u32(vocab / unit, "vocab"),
+       u32(logits.offset() / unit, "offset"),
+       u32(labels.offset(), "offset"),
+       u32(out.dlogits.offset() / unit, "offset"),
+       ctx.index_check_bit("fused_ce"),
+       gx};
+  const std::string variant = std::string("fused_ce/rows_wg") + (wide ? "1024" : "256") + (vec4 ? "_vec4" : "_vec1");
+  ctx.dispatch(ctx.kernel(variant, {in_place ? 1u : 0u}, 6, sizeof rp), &rp,
                {logits.buffer().get(), labels.buffer().get(), stats.get(), row_loss.get(), &ctx.index_error_buffer(),
                 out.dlogits.buffer().get()},
                gx, gy);
