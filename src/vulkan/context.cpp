@@ -49,6 +49,10 @@ Context::~Context() {
     // Teardown must not throw; a failing last submit has nothing left to report to.
   }
   api.DeviceWaitIdle(device);
+  if (index_error_) {
+    api.DestroyBuffer(device, index_error_->buffer, nullptr);
+    api.FreeMemory(device, index_error_->memory, nullptr);
+  }
   for (auto& [b, m] : pending_free_) {
     api.DestroyBuffer(device, b, nullptr);
     api.FreeMemory(device, m, nullptr);
@@ -195,6 +199,7 @@ uint32_t Context::index_check_bit(std::string_view op) {
 const Buffer& Context::index_error_buffer() {
   if (!index_error_) {
     index_error_ = allocate(4, "the index-error word");
+    index_error_->ctx.reset();  // the context owns it: no reference back (a cycle), freed in ~Context
     fill(*index_error_, 0, 4, 0);
   }
   return *index_error_;
