@@ -33,6 +33,10 @@ inline int64_t words_per_row(int64_t k) { return (k + 7) / 8; }
 inline int64_t bytes_per_row(int64_t k) { return (k + 1) / 2; }
 inline int64_t groups(int64_t k, int64_t group_size) { return (k + group_size - 1) / group_size; }
 
+// Throws ArgumentError naming `op` unless the group size is a positive multiple of 8 and codes [N, ceil(K/8)] and
+// scales [ceil(K/group_size), N] fit K (either backend's weight, by its shapes).
+void check_layout(const char* op, const Shape& codes, const Shape& scales, int64_t k, int64_t group_size);
+
 // Exchange bytes [N, ceil(K/2)] <-> device words [N, ceil(K/8)]. Padding nibbles become code 8; unpack checks them.
 std::vector<int32_t> pack_bytes(std::span<const uint8_t> bytes, int64_t n, int64_t k);
 std::vector<uint8_t> unpack_words(std::span<const int32_t> words, int64_t n, int64_t k);

@@ -168,6 +168,21 @@ struct Sink {
   }
 };
 
+// Runs one benchmark; a failure (out of memory, say) is reported and counted, and the others go on.
+using Guard = std::function<void(const char*, const std::function<void()>&)>;
+template <class Dev>
+Guard guard(Sink& results, Dev& dev) {
+  return [&results, &dev](const char* what, const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      ++results.failures;
+      std::printf("%-26s failed: %s\n", what, e.what());
+      dev.synchronize();
+    }
+  };
+}
+
 std::string dims(std::initializer_list<int64_t> d) {
   std::string s;
   for (auto x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
@@ -176,8 +191,7 @@ std::string dims(std::initializer_list<int64_t> d) {
 
 // The training kernels at fine-tuning sizes, on either backend: the rows bench/report.py sets side by side.
 template <class Kernels>
-void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results,
-                   const std::function<void(const char*, const std::function<void()>&)>& guarded) {
+void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, const Guard& guarded) {
   auto& dev = k.dev;
   const bool q = opt.quick;
   auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
@@ -276,15 +290,7 @@ int run_bench(const BenchOptions& opt) {
               dev.info().compatibility_mode ? ", compatibility" : "", dev.features().timestamp_query ? "yes" : "no");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, dev.info().backend_label};
-  auto guarded = [&](const char* what, const std::function<void()>& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      ++results.failures;
-      std::printf("%-26s failed: %s\n", what, e.what());
-      dev.synchronize();
-    }
-  };
+  const auto guarded = guard(results, dev);
   auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
   WebGpuKernels kernels{dev};
 
@@ -388,15 +394,7 @@ int run_bench_vulkan(const BenchOptions& opt) {
               info.type.c_str(), info.timestamps ? "yes" : "no",
               !info.cooperative_matrix ? "not offered" : (opt.cooperative_matrix ? "used" : "offered, not used"));
   Sink results{open_json(opt.json_path), info.name, "Vulkan (native)"};
-  auto guarded = [&](const char* what, const std::function<void()>& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      ++results.failures;
-      std::printf("%-26s failed: %s\n", what, e.what());
-      dev.synchronize();
-    }
-  };
+  const auto guarded = guard(results, dev);
   VulkanKernels kernels{dev};
   auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
   if (want("copy")) guarded("copy", [&] {

@@ -69,6 +69,22 @@ Q4Weight upload(Device& device, std::span<const uint8_t> bytes, std::span<const 
   return w;
 }
 
+void check_layout(const char* op, const Shape& codes, const Shape& scales, int64_t k, int64_t group_size) {
+  if (group_size <= 0 || group_size % 8)
+    throw ArgumentError(std::string(op) + ": group_size must be a positive multiple of 8, got " +
+                        std::to_string(group_size));
+  if (codes.size() != 2 || scales.size() != 2)
+    throw ArgumentError(std::string(op) + ": codes and scales must have 2 dims, got " + shape_str(codes) + " and " +
+                        shape_str(scales));
+  const int64_t n = codes[0];
+  if (codes[1] != words_per_row(k))
+    throw ArgumentError(std::string(op) + ": codes " + shape_str(codes) + " do not hold K = " + std::to_string(k) +
+                        " (" + std::to_string(words_per_row(k)) + " words per row)");
+  if (scales[0] != groups(k, group_size) || scales[1] != n)
+    throw ArgumentError(std::string(op) + ": scales " + shape_str(scales) + " should be [" +
+                        std::to_string(groups(k, group_size)) + ", " + std::to_string(n) + "]");
+}
+
 std::vector<uint8_t> download_bytes(const Q4Weight& w) {
   const auto words = w.codes.to_host_i32();
   return unpack_words(words, w.out_features(), w.in_features);
@@ -83,19 +99,8 @@ namespace {
 void check_weight(const char* op, const Q4Weight& w) {
   check_dtype(op, w.codes, "codes", {DType::I32});
   check_dtype(op, w.scales, "scales", {DType::F32});
-  check_rank(op, w.codes, "codes", 2);
-  check_rank(op, w.scales, "scales", 2);
   check_same_device(op, w.codes, w.scales);
-  if (w.group_size <= 0 || w.group_size % 8)
-    throw ArgumentError(std::string(op) + ": group_size must be a positive multiple of 8, got " +
-                        std::to_string(w.group_size));
-  const int64_t n = w.codes.size(0), k = w.in_features;
-  if (w.codes.size(1) != q4gsw::words_per_row(k))
-    throw ArgumentError(std::string(op) + ": codes " + shape_str(w.codes.shape()) + " do not hold K = " +
-                        std::to_string(k) + " (" + std::to_string(q4gsw::words_per_row(k)) + " words per row)");
-  if (w.scales.size(0) != q4gsw::groups(k, w.group_size) || w.scales.size(1) != n)
-    throw ArgumentError(std::string(op) + ": scales " + shape_str(w.scales.shape()) + " should be [" +
-                        std::to_string(q4gsw::groups(k, w.group_size)) + ", " + std::to_string(n) + "]");
+  q4gsw::check_layout(op, w.codes.shape(), w.scales.shape(), w.in_features, w.group_size);
   if (!w.codes.is_contiguous() || !w.scales.is_contiguous() || w.codes.offset() || w.scales.offset())
     throw ArgumentError(std::string(op) + ": codes and scales must be whole contiguous tensors");
 }

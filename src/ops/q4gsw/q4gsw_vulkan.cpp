@@ -25,18 +25,9 @@ void check_f32(const char* op, const Tensor& t, const char* name) {
 
 void check_weight(const char* op, const Q4Weight& w) {
   if (!w.codes.defined() || !w.scales.defined()) throw ArgumentError(std::string(op) + ": the weight is undefined");
-  if (w.codes.dtype() != DType::I32 || w.codes.rank() != 2 || w.scales.dtype() != DType::F32 || w.scales.rank() != 2)
+  if (w.codes.dtype() != DType::I32 || w.scales.dtype() != DType::F32)
     throw ArgumentError(std::string(op) + ": codes must be int32 words [N, ceil(K/8)], scales float32 [groups, N]");
-  if (w.group_size <= 0 || w.group_size % 8)
-    throw ArgumentError(std::string(op) + ": group_size must be a positive multiple of 8, got " +
-                        std::to_string(w.group_size));
-  const int64_t n = w.codes.size(0), k = w.in_features;
-  if (w.codes.size(1) != q4gsw::words_per_row(k))
-    throw ArgumentError(std::string(op) + ": codes " + shape_str(w.codes.shape()) + " do not hold K = " +
-                        std::to_string(k));
-  if (w.scales.size(0) != q4gsw::groups(k, w.group_size) || w.scales.size(1) != n)
-    throw ArgumentError(std::string(op) + ": scales " + shape_str(w.scales.shape()) + " should be [" +
-                        std::to_string(q4gsw::groups(k, w.group_size)) + ", " + std::to_string(n) + "]");
+  q4gsw::check_layout(op, w.codes.shape(), w.scales.shape(), w.in_features, w.group_size);
   if (w.codes.offset() || w.scales.offset())
     throw ArgumentError(std::string(op) + ": codes and scales must be whole tensors");
 }
