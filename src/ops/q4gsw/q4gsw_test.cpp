@@ -141,14 +141,21 @@ TEST_P(Q4Gemms, SplitAlongKMatchReference) {
   });
 }
 
+const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> kQ4GemmShapes = {
+    {1, 1, 8, 8},      {3, 5, 13, 32},     {7, 13, 64, 32},   {5, 17, 100, 64},
+    {2, 3, 128, 128},  {33, 65, 257, 128}, {130, 129, 96, 32}, {1, 70, 1, 32}};
+
+INSTANTIATE_TEST_SUITE_P(Awkward, Q4Gemms,
+                         ::testing::Combine(::testing::ValuesIn(kQ4GemmShapes), ::testing::ValuesIn(test::kBackends)));
+
 // The native Vulkan backend's cooperative-matrix GEMMs, where the device offers them (not lavapipe: skipped in CI,
 // run on the GPU machine). fp16 operands: 2^-10 of sum |x_k w_k| on top (each product's operands rounded once).
-TEST_P(Q4Gemms, CooperativeMatricesMatchReferenceWithinFp16) {
-  const auto [shape, backend] = GetParam();
-  if (backend != "vulkan") GTEST_SKIP() << "a native Vulkan path";
+class Q4CoopMat : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+
+TEST_P(Q4CoopMat, MatchReferenceWithinFp16) {
   if (!test::vk_device().info().cooperative_matrix)
     GTEST_SKIP() << test::vk_device().info().name << " offers no cooperative matrices";
-  const auto [M, N, K, G] = shape;
+  const auto [M, N, K, G] = GetParam();
   test::vk_device().ctx().coopmat = true;
   check_q4_gemms<test::Vulkan>(M, N, K, G, std::ldexp(1.0, -10));
   test::Vulkan::set_split_k(1);
@@ -157,13 +164,7 @@ TEST_P(Q4Gemms, CooperativeMatricesMatchReferenceWithinFp16) {
   test::vk_device().ctx().coopmat = false;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Awkward, Q4Gemms,
-    ::testing::Combine(::testing::Values(std::make_tuple(1, 1, 8, 8), std::make_tuple(3, 5, 13, 32),
-                                         std::make_tuple(7, 13, 64, 32), std::make_tuple(5, 17, 100, 64),
-                                         std::make_tuple(2, 3, 128, 128), std::make_tuple(33, 65, 257, 128),
-                                         std::make_tuple(130, 129, 96, 32), std::make_tuple(1, 70, 1, 32)),
-                       ::testing::ValuesIn(test::kBackends)));
+INSTANTIATE_TEST_SUITE_P(Awkward, Q4CoopMat, ::testing::ValuesIn(kQ4GemmShapes));
 
 TEST(Q4Gemms, LeadingDimsAndStridedInput) {
   const auto q = random_q4(6, 40, 32);
