@@ -162,6 +162,23 @@ struct AdamWParam {
   Tensor param, grad, m, v;
   double weight_decay = -1;
 };
+// As wgtrain::ops::AdamW: the segment tables built once, each step's scalars written by set_step (inside the
+// command buffer, in order), the update one dispatch per set of shared buffers.
+class AdamW {
+ public:
+  AdamW(std::vector<AdamWParam> params, wgtrain::ops::AdamWOptions options);
+  ~AdamW();
+  AdamW(AdamW&&) noexcept;
+  AdamW& operator=(AdamW&&) noexcept;
+  void set_step(int64_t step, double lr);
+  void update() const;
+  const wgtrain::ops::AdamWOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+// One step with options.lr: an AdamW used once.
 void adamw_step(const std::vector<AdamWParam>& params, const wgtrain::ops::AdamWOptions& options, int64_t step);
 
 // A new tensor of `shape` filled with `value`, and an element-for-element copy into a tensor of one size.
