@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/common.h"
+#include "ops/matmul/split_k.h"
 #include "wgtrain/error.h"
 
 namespace wgtrain::vk::detail {
@@ -58,17 +59,9 @@ void gemm(Context& ctx, const GemmOperand& a, const GemmOperand& b, const GemmQ4
   // Unused bindings still need a buffer.
   const Buffer* scales = q.scales ? q.scales : a.buffer;
 
-  // Split-K as the WebGPU GEMM does it (matmul.cpp): few output tiles and a long k, not on a CPU.
-  constexpr int64_t kTargetWorkgroups = 1024, kMinChunk = 256;
-  const int64_t tiles = static_cast<int64_t>(gx) * gy;
-  int64_t splits = 1;
-  if (ctx.split_k > 0)
-    splits = std::min<int64_t>(4, (K + 15) / 16);
-  else if (ctx.split_k == 0 && !ctx.info.software && tiles < kTargetWorkgroups / 2 && K >= 2 * kMinChunk)
-    splits = std::min((kTargetWorkgroups + tiles - 1) / tiles, K / kMinChunk);
-  // A multiple of both kernels' k tiles (16 and 32).
-  const int64_t chunk = splits > 1 ? ((K + splits - 1) / splits + 31) / 32 * 32 : K;
-  if (splits > 1) splits = (K + chunk - 1) / chunk;
+  // Split-K by the WebGPU GEMM's policy (split_k.h); chunks a multiple of both kernels' k tiles (16 and 32).
+  const auto [splits, chunk] = wgtrain::ops::detail::plan_split_k(static_cast<int64_t>(gx) * gy, K, ctx.split_k,
+                                                                  ctx.info.software, 32);
   if (splits <= 1) {
     ctx.dispatch(k, &p, {a.buffer, b.buffer, scales, &c}, gx, gy, 1);
     return;

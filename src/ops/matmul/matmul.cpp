@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/matmul/gemm.h"
+#include "ops/matmul/split_k.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
@@ -244,22 +245,11 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   const webgpu::WGPUBuffer scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
   const webgpu::WGPUBuffer bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
 
-  // Split-K where one product has too few output tiles to fill a GPU and a long k: each chunk of k becomes a grid
-  // layer writing its partial tile, and split_sum.wgsl adds them (and what c held, when accumulating). Not on a CPU
-  // rasteriser, which has no idle cores to give the chunks to.
-  const int64_t tiles = static_cast<int64_t>(gx) * gy;
-  // Measured on the H200 with the 50M model's weight gradients (640 x 640 over 8192 tokens): 1024 workgroups beat
-  // 256 by 12% a training step, 2048 lost 5%.
-  constexpr int64_t kTargetWorkgroups = 1024, kMinChunk = 256;
-  int64_t splits = 1;
-  if (batch == 1 && !bias) {
-    if (dev.split_k > 0)
-      splits = std::min<int64_t>(4, (K + 15) / 16);
-    else if (dev.split_k == 0 && !dev.info.software && tiles < kTargetWorkgroups / 2 && K >= 2 * kMinChunk)
-      splits = std::min((kTargetWorkgroups + tiles - 1) / tiles, K / kMinChunk);
-  }
-  const int64_t chunk = splits > 1 ? ((K + splits - 1) / splits + 15) / 16 * 16 : K;  // a multiple of BK
-  if (splits > 1) splits = (K + chunk - 1) / chunk;
+  // Split-K (split_k.h): only for single, bias-free products, whose partial tiles split_sum.wgsl adds (to what c
+  // held, when accumulating).
+  const auto [splits, chunk] = batch == 1 && !bias
+                                   ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software, 16)
+                                   : SplitK{1, K};
   if (splits > 1) {
     const Tensor part = new_tensor(dev, {splits, M, N}, DType::F32);
     p.k_chunk = u32(chunk, "k chunk");
