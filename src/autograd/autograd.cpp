@@ -52,9 +52,13 @@ struct Grads {
   std::vector<std::shared_ptr<Node>>& inputs;
   bool needs(size_t i) const { return inputs[i]->requires_grad; }
   void add(size_t i, const Tensor& g) { accumulate(*inputs[i], g); }
-  // A parameter's own buffer, for rules that can add into it directly (linear_dW); null otherwise.
-  const Tensor* param_buffer(size_t i) const {
-    return inputs[i]->param_grad.defined() ? &inputs[i]->param_grad : nullptr;
+  // A linear layer's weight gradient g^T x: added straight into the parameter's own buffer where it has one (no
+  // temporary, no second add), accumulated as any gradient otherwise.
+  void add_linear_dW(size_t i, const Tensor& g, const Tensor& x) {
+    if (inputs[i]->param_grad.defined())
+      ops::linear_dW(g, x, &inputs[i]->param_grad);
+    else
+      add(i, ops::linear_dW(g, x));
   }
 };
 
@@ -352,12 +356,7 @@ Var linear(const Var& x, const Var& weight) {
       const Tensor g2 = ops::contiguous(g).reshape({-1, n});
       gr.add(0, ops::mm(g2, wv).reshape(xv.shape()));
     }
-    if (gr.needs(1)) {
-      if (const Tensor* buf = gr.param_buffer(1))
-        ops::linear_dW(g, xv, buf);
-      else
-        gr.add(1, ops::linear_dW(g, xv));
-    }
+    if (gr.needs(1)) gr.add_linear_dW(1, g, xv);
   });
 }
 
@@ -370,13 +369,8 @@ Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent) {
   const Tensor xv = x.value();
   return make(ops::linear_q4gsw(xv, w), {x, latent}, [xv, w](const Tensor& g, Grads& gr) {
     if (gr.needs(0)) gr.add(0, ops::linear_q4gsw_backward(g, w));
-    if (gr.needs(1)) {
-      // Straight through: the gradient of the dequantised weight goes to the latent unchanged.
-      if (const Tensor* buf = gr.param_buffer(1))
-        ops::linear_dW(g, xv, buf);
-      else
-        gr.add(1, ops::linear_dW(g, xv));
-    }
+    // Straight through: the gradient of the dequantised weight goes to the latent unchanged.
+    if (gr.needs(1)) gr.add_linear_dW(1, g, xv);
   });
 }
 
