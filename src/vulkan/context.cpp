@@ -315,9 +315,12 @@ void Context::dispatch(const Kernel& k, const void* push, std::initializer_list<
     throw Error("Vulkan kernel " + k.label + ": " + std::to_string(buffers.size()) + " buffers for " +
                 std::to_string(k.bindings) + " bindings");
   if (gx == 0 || gy == 0 || gz == 0) return;
-  for (uint32_t g : {gx, gy, gz})
-    if (g > limits.maxComputeWorkGroupCount[0])
-      throw Error("Vulkan kernel " + k.label + ": " + std::to_string(g) + " workgroups exceed the device's limit");
+  // Each dimension has its own limit (NVIDIA: 2^31 - 1 in x, 65535 in y and z).
+  const uint32_t grid[3] = {gx, gy, gz};
+  for (int d = 0; d < 3; ++d)
+    if (grid[d] > limits.maxComputeWorkGroupCount[d])
+      throw Error("Vulkan kernel " + k.label + ": " + std::to_string(grid[d]) + " workgroups in " + "xyz"[d] +
+                  " exceed the device's limit of " + std::to_string(limits.maxComputeWorkGroupCount[d]));
   ensure_open();
   api.CmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
   std::vector<VkDescriptorBufferInfo> infos;
