@@ -103,11 +103,17 @@ TEST(DatasetParse, MalformedLinesAreReportedWithTheirNumbers) {
   EXPECT_EQ(f.lines, 13);
   ASSERT_EQ(f.records.size(), 2u);
   EXPECT_EQ(f.records[1].line, 14);
-  const std::vector<std::pair<int, std::string>> want = {
-      {2, "not valid JSON"},   {3, "not an object"},         {4, "\"text\" is a number, not a string"},
-      {5, "(has \"txt\")"},    {7, "no \"completion\" field"}, {8, "\"messages\" is empty"},
-      {9, "unknown role \"bot\""}, {10, "message 1: no \"content\" field"}, {11, "message 1: a string, not an object"},
-      {12, "not valid JSON"},  {13, "not valid JSON"}};
+  const std::vector<std::pair<int, std::string>> want = {{2, "not valid JSON"},
+                                                         {3, "not an object"},
+                                                         {4, "\"text\" is a number, not a string"},
+                                                         {5, "(has \"txt\")"},
+                                                         {7, "no \"completion\" field"},
+                                                         {8, "\"messages\" is empty"},
+                                                         {9, "unknown role \"bot\""},
+                                                         {10, "message 1: no \"content\" field"},
+                                                         {11, "message 1: a string, not an object"},
+                                                         {12, "not valid JSON"},
+                                                         {13, "not valid JSON"}};
   ASSERT_EQ(f.problems.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     const std::string prefix = "d/train.jsonl:" + std::to_string(want[i].first) + ": ";
@@ -188,8 +194,10 @@ TEST(DatasetBatcher, PaddedRows) {
   ASSERT_EQ(in.size(), 24u);
   ASSERT_EQ(tg.size(), 24u);
   std::map<int, std::pair<std::vector<int32_t>, std::vector<int32_t>>> by_example;
-  for (int r = 0; r < 3; ++r)
-    by_example[in[r * 8] / 100] = {{in.begin() + r * 8, in.begin() + r * 8 + 8}, {tg.begin() + r * 8, tg.begin() + r * 8 + 8}};
+  for (int r = 0; r < 3; ++r) {
+    const auto row = [&](const std::vector<int32_t>& v) { return std::vector<int32_t>(v.begin() + r * 8, v.begin() + r * 8 + 8); };
+    by_example[in[r * 8] / 100] = {row(in), row(tg)};
+  }
   ASSERT_EQ(by_example.size(), 3u) << "each example once in an epoch of one batch";
   // 100 101 102: the first target (101, predicted at 0) is prompt; 102 is predicted at position 1.
   EXPECT_EQ(by_example[1].first, (std::vector<int32_t>{100, 101, 102, kPad, kPad, kPad, kPad, kPad}));
