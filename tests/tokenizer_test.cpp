@@ -1,0 +1,532 @@
+// The Hugging Face tokenizer: hand-checkable encodings of small tokenizer.json files and of the real Llama 2, Llama 3,
+// Qwen3 and Qwen2.5 vocabularies, added-token matching, decoding (U+FFFD for broken UTF-8), streaming, the model
+// directory's config files, errors for what is not supported, and speed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "tokenizer/pipeline.h"
+#include "tokenizer/regex.h"
+#include "tokenizer/unicode.h"
+#include "wgtrain/corpus.h"
+#include "wgtrain/error.h"
+#include "wgtrain/tokenizer.h"
+
+namespace wgtrain {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Ids = std::vector<int32_t>;
+
+// Where scripts/setup.sh put a real tokenizer ("llama2", "llama3", "qwen3", "qwen2_5").
+fs::path real_dir(const std::string& name) {
+  const fs::path base = fs::path(WGTRAIN_TOKENIZERS_DIR) / ("tokenizer-" + name);
+  for (const fs::path& d : {base / "models", base / "package" / "models"})
+    if (fs::exists(d / "tokenizer.json")) return d;
+  return {};
+}
+
+// The real tokenizers are large; each is loaded once.
+const Tokenizer& real(const std::string& name) {
+  static std::map<std::string, Tokenizer> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    const fs::path d = real_dir(name);
+    if (d.empty()) throw Error("real tokenizer " + name + " not installed (run scripts/setup.sh)");
+    it = cache.emplace(name, Tokenizer::load_dir(d.string())).first;
+  }
+  return it->second;
+}
+
+#define REQUIRE_REAL(name)                                                                  \
+  if (real_dir(name).empty()) GTEST_SKIP() << "tokenizer-" name " not installed: run scripts/setup.sh"
+
+// A byte-level BPE tokenizer.json in the shape of GPT-2's: the 256 byte stand-ins (ids 0..255, in byte order), a few
+// merged tokens, and one special token.
+json byte_level_json() {
+  json vocab = json::object();
+  int id = 0;
+  for (int b = 0; b < 256; ++b) vocab[tok::byte_char(static_cast<uint8_t>(b))] = id++;
+  // "Ġ" (U+0120) stands for the space.
+  for (const char* t : {"he", "ll", "llo", "hello", "\xC4\xA0w", "\xC4\xA0wo", "\xC4\xA0wor", "\xC4\xA0worl",
+                        "\xC4\xA0world"}) vocab[t] = id++;
+  return {
+      {"version", "1.0"},
+      {"added_tokens", json::array({{{"id", id}, {"content", "<|end|>"}, {"special", true}, {"normalized", false},
+                                     {"lstrip", false}, {"rstrip", false}, {"single_word", false}}})},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+                         {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"vocab", vocab},
+        {"merges", json::array({"h e", "l l", "ll o", "he llo", "\xC4\xA0 w", "\xC4\xA0w o", "\xC4\xA0wo r",
+                                "\xC4\xA0wor l", "\xC4\xA0worl d"})}}},
+  };
+}
+
+TEST(TokenizerUnicode, LossyUtf8LikeRust) {
+  using tok::utf8_lossy;
+  EXPECT_EQ(utf8_lossy("abc"), "abc");
+  // One U+FFFD per maximal invalid subpart: a cut 3-byte sequence is one, a stray continuation byte is one each.
+  EXPECT_EQ(utf8_lossy("a\xE2\x82"), "a\xEF\xBF\xBD");
+  EXPECT_EQ(utf8_lossy("\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(utf8_lossy("\xF0\x9F\x98x"), "\xEF\xBF\xBDx");
+  EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate: 3 subparts
+  EXPECT_EQ(utf8_lossy("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
+  EXPECT_EQ(tok::complete_utf8_prefix("ab\xF0\x9F\x98"), 2u);
+  EXPECT_EQ(tok::complete_utf8_prefix("ab\xF0\x9F\x98\x80"), 6u);
+}
+
+TEST(TokenizerUnicode, NormalFormsAndLowercase) {
+  EXPECT_EQ(tok::normalize("e\xCC\x81", tok::NormalForm::NFC), "\xC3\xA9");  // e + combining acute -> é
+  EXPECT_EQ(tok::normalize("\xC3\xA9", tok::NormalForm::NFD), "e\xCC\x81");
+  EXPECT_EQ(tok::normalize("\xEF\xAC\x81", tok::NormalForm::NFKC), "fi");  // the ligature ﬁ
+  EXPECT_EQ(tok::lowercase("ÀB\xCE\xA3x"), "àb\xCF\x83x");                  // Σ alone -> σ, no final-sigma rule
+  EXPECT_EQ(tok::lowercase("\xC4\xB0"), "i\xCC\x87");                        // İ -> i + combining dot
+}
+
+TEST(TokenizerRegex, OnigurumaSemantics) {
+  std::vector<tok::Span> m;
+  // \s is Oniguruma's (no U+180E), \p{L} letters of any script.
+  tok::Regex("\\s+").find_all("a \xE1\xA0\x8E b", m);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0], tok::Span(1, 2));
+  tok::Regex("\\p{L}+").find_all("héllo мир 42", m);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[1], tok::Span(7, 13));
+  // Empty matches as the onig crate yields them: the one right after a non-empty match is dropped.
+  tok::Regex("a*").find_all("baab", m);
+  const std::vector<tok::Span> want = {{0, 0}, {1, 3}, {4, 4}};
+  EXPECT_EQ(m, want);
+  EXPECT_EQ(tok::Regex::translate("[^\\s\\p{L}]"), "[^\\t\\n\\x0B\\f\\r\\x{85}\\p{Z}\\p{L}]");
+  EXPECT_THROW(tok::Regex("(unclosed"), Error);
+}
+
+TEST(TokenizerBasic, ByteLevelEncodeAndDecode) {
+  const Tokenizer t = Tokenizer::from_json(byte_level_json().dump());
+  const auto id = [&](const char* s) { return t.token_to_id(s).value(); };
+  EXPECT_EQ(t.encode("hello world"), (Ids{id("hello"), id("\xC4\xA0world")}));
+  // Merges apply lowest rank first: "hell" has no merge for "he"+"ll", so it stays he, ll.
+  EXPECT_EQ(t.encode("hell"), (Ids{id("he"), id("ll")}));
+  EXPECT_EQ(t.encode("hello<|end|>hello"), (Ids{id("hello"), id("<|end|>"), id("hello")}));
+  EXPECT_EQ(t.decode(t.encode("hello world\nhe!")), "hello world\nhe!");
+  EXPECT_TRUE(t.is_special(id("<|end|>")));
+  EXPECT_EQ(t.decode(t.encode("hello<|end|>"), true), "hello");
+  EXPECT_EQ(t.vocab_size(), id("<|end|>") + 1);
+  EXPECT_EQ(t.eos_token(), "");  // "<|end|>" is not a conventional name, and no post-processor says
+  EXPECT_THROW(t.decode(Ids{static_cast<int32_t>(t.vocab_size())}), ArgumentError);
+  EXPECT_THROW(t.decode(Ids{-1}), ArgumentError);
+  EXPECT_EQ(t.encode(""), Ids{});
+}
+
+TEST(TokenizerBasic, MergesInPairFormAndIgnoreMerges) {
+  json j = byte_level_json();
+  json pairs = json::array();
+  for (const auto& m : j["model"]["merges"]) {
+    const std::string s = m.get<std::string>();
+    pairs.push_back({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
+  }
+  j["model"]["merges"] = pairs;
+  const Tokenizer a = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(a.encode("hello world"), Tokenizer::from_json(byte_level_json().dump()).encode("hello world"));
+  // With ignore_merges a word that is a token is that token, even where merges would not make it.
+  j["model"]["vocab"]["hell"] = 999;
+  EXPECT_NE(Tokenizer::from_json(j.dump()).encode("hell"), Ids{999});
+  j["model"]["ignore_merges"] = true;
+  EXPECT_EQ(Tokenizer::from_json(j.dump()).encode("hell"), Ids{999});
+}
+
+TEST(TokenizerBasic, AddedTokenRules) {
+  json j = byte_level_json();
+  const int next = j["model"]["vocab"].size() + 1;
+  auto added = [](int id, const char* content, bool single_word, bool lstrip, bool rstrip) {
+    return json{{"id", id},         {"content", content}, {"special", false},      {"normalized", false},
+                {"lstrip", lstrip}, {"rstrip", rstrip},   {"single_word", single_word}};
+  };
+  j["added_tokens"].push_back(added(next, "wor", true, false, false));
+  j["added_tokens"].push_back(added(next + 1, "[L]", false, true, false));
+  j["added_tokens"].push_back(added(next + 2, "[R]", false, false, true));
+  const Tokenizer t = Tokenizer::from_json(j.dump());
+  const auto id = [&](const char* s) { return t.token_to_id(s).value(); };
+  EXPECT_EQ(t.encode("wor"), Ids{next});
+  // single_word: "wor" inside "world" is no match.
+  EXPECT_EQ(t.encode("world").size(), 5u);
+  // lstrip eats the spaces before, rstrip the spaces after.
+  EXPECT_EQ(t.encode("he  [L]"), (Ids{id("he"), next + 1}));
+  EXPECT_EQ(t.encode("[R]  he"), (Ids{next + 2, id("he")}));
+  // The longest token at the leftmost place wins.
+  json k = byte_level_json();
+  k["added_tokens"].push_back(added(next, "<|e", false, false, false));
+  const Tokenizer u = Tokenizer::from_json(k.dump());
+  EXPECT_EQ(u.encode("<|end|><|e"), (Ids{u.token_to_id("<|end|>").value(), next}));
+}
+
+TEST(TokenizerBasic, SentencePieceStyleWithByteFallback) {
+  // A Llama-2-shaped tokenizer.json: Prepend + Replace normalizers, byte fallback, the SentencePiece decoders.
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  int id = 259;
+  for (const char* t : {"\xE2\x96\x81", "h", "i", "\xE2\x96\x81h", "\xE2\x96\x81hi"}) vocab[t] = id++;
+  const json j = {
+      {"version", "1.0"},
+      {"added_tokens", json::array({
+                           {{"id", 0}, {"content", "<unk>"}, {"special", true}, {"normalized", false}},
+                           {{"id", 1}, {"content", "<s>"}, {"special", true}, {"normalized", false}},
+                           {{"id", 2}, {"content", "</s>"}, {"special", true}, {"normalized", false}},
+                       })},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
+                                     {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}})}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"pair", json::array()},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
+                                  {{"type", "ByteFallback"}},
+                                  {{"type", "Fuse"}},
+                                  {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", json::array({"\xE2\x96\x81 h", "\xE2\x96\x81h i"})}}},
+  };
+  const Tokenizer t = Tokenizer::from_json(j.dump());
+  // "hi hi" -> "▁hi▁hi" -> ▁hi ▁hi; BOS in front.
+  EXPECT_EQ(t.encode("hi hi"), (Ids{1, 263, 263}));
+  EXPECT_EQ(t.encode("hi hi", false), (Ids{263, 263}));
+  // "é" is not in the vocabulary: its bytes C3 A9.
+  EXPECT_EQ(t.encode("hé", false), (Ids{262, 3 + 0xC3, 3 + 0xA9}));
+  EXPECT_EQ(t.decode(t.encode("hi hé"), true), "hi hé");
+  EXPECT_EQ(t.decode(t.encode("hi hé")), "<s> hi hé");
+  // Byte tokens that are not UTF-8: one U+FFFD per byte token, as ByteFallback does.
+  EXPECT_EQ(t.decode(Ids{263, 3 + 0xC3}), "hi\xEF\xBF\xBD");
+  EXPECT_EQ(t.decode(Ids{3 + 0xE2, 3 + 0x82}), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(t.bos_id(), 1);
+  EXPECT_EQ(t.bos_token(), "<s>");
+  EXPECT_EQ(t.eos_id(), 2);  // by its name: the template adds none
+  // Between added tokens each part is normalized alone: "<s>hi" gives "▁hi" after the token.
+  EXPECT_EQ(t.encode("<s>hi", false), (Ids{1, 263}));
+}
+
+TEST(TokenizerBasic, UnsupportedPartsAreErrorsNamingThem) {
+  auto expect_error = [](json j, const std::string& want) {
+    try {
+      Tokenizer::from_json(j.dump(), "my/tokenizer.json");
+      ADD_FAILURE() << "no error, expected one mentioning " << want;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("my/tokenizer.json"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    }
+  };
+  json j = byte_level_json();
+  j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}};
+  expect_error(j, "Precompiled");
+  j = byte_level_json();
+  j["model"]["dropout"] = 0.1;
+  expect_error(j, "dropout");
+  j = byte_level_json();
+  j["pre_tokenizer"]["frobnicate"] = true;
+  expect_error(j, "frobnicate");
+  j = byte_level_json();
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}, {"invert", false}};
+  expect_error(j, "Sideways");
+  j = byte_level_json();
+  j["model"]["type"] = "Unigram";
+  expect_error(j, "Unigram");
+  j = byte_level_json();
+  j["model"]["merges"].push_back("x zzz");
+  expect_error(j, "\"zzz\"");
+  j = byte_level_json();
+  j["truncation"] = {{"max_length", 5}};
+  expect_error(j, "truncation");
+  EXPECT_THROW(Tokenizer::from_json("{not json"), Error);
+  EXPECT_THROW(Tokenizer::load("/nonexistent/tokenizer.json"), Error);
+}
+
+TEST(TokenizerBasic, SplitBehaviors) {
+  // NormalizedString::split's examples: "the-final--countdown" split on "-".
+  auto split = [](const char* behavior, bool invert) {
+    const tok::Regex dash = tok::Regex::literal("-");
+    auto matches = tok::find_matches(dash, "the-final--countdown");
+    if (invert)
+      for (auto& m : matches) m.second = !m.second;
+    std::vector<tok::Piece> out;
+    tok::split_piece(tok::Piece{"the-final--countdown", true}, matches,
+                     tok::parse_behavior(json{{"behavior", behavior}}, tok::JsonPath("t", "")), out);
+    std::string joined;
+    for (const auto& p : out) joined += p.text + "|";
+    return joined;
+  };
+  EXPECT_EQ(split("Removed", false), "the|final|countdown|");
+  EXPECT_EQ(split("Isolated", false), "the|-|final|-|-|countdown|");
+  EXPECT_EQ(split("MergedWithPrevious", false), "the-|final-|-|countdown|");
+  EXPECT_EQ(split("MergedWithNext", false), "the|-final|-|-countdown|");
+  EXPECT_EQ(split("Contiguous", false), "the|-|final|--|countdown|");
+  EXPECT_EQ(split("Removed", true), "-|-|-|");
+  EXPECT_EQ(split("MergedWithPrevious", true), "the|-final|-|-countdown|");
+}
+
+TEST(TokenizerBasic, StreamingNeverSplitsACharacter) {
+  const Tokenizer t = Tokenizer::from_json(byte_level_json().dump());
+  const std::string text = "he\xF0\x9F\x98\x80llo \xE2\x82\xAC!";  // 😀 and € are bytes of this vocabulary
+  const Ids ids = t.encode(text);
+  StreamingDecoder sd(t);
+  std::string all;
+  for (int32_t id : ids) {
+    const std::string piece = sd.push(id);
+    EXPECT_TRUE(tok::is_valid_utf8(piece));
+    EXPECT_EQ(piece.find("\xEF\xBF\xBD"), std::string::npos) << "a broken character was emitted";
+    all += piece;
+  }
+  all += sd.finish();
+  EXPECT_EQ(all, text);
+  // A sequence that ends in the middle of a character: finish() gives its U+FFFD.
+  StreamingDecoder cut(t);
+  std::string out;
+  for (int32_t id : t.encode("a\xF0\x9F\x98\x80")) {
+    if (t.id_to_token(id) == tok::byte_char(0x80)) break;  // the emoji's last byte, as its stand-in
+    out += cut.push(id);
+  }
+  EXPECT_EQ(out, "a");
+  EXPECT_EQ(cut.finish(), "\xEF\xBF\xBD");
+}
+
+// ---- the real vocabularies ---------------------------------------------------------------------------------------
+
+TEST(TokenizerReal, Llama3KnownIds) {
+  REQUIRE_REAL("llama3");
+  const Tokenizer& t = real("llama3");
+  EXPECT_EQ(t.vocab_size(), 128256);
+  EXPECT_EQ(t.encode("Hello world"), (Ids{9906, 1917}));  // the base tokenizer.json adds no BOS
+  EXPECT_EQ(t.encode(" Hello world!"), (Ids{22691, 1917, 0}));
+  EXPECT_EQ(t.encode("<|begin_of_text|>Hello"), (Ids{128000, 9906}));
+  EXPECT_EQ(t.bos_id(), 128000);
+  EXPECT_EQ(t.eos_id(), 128001);
+  EXPECT_EQ(t.bos_token(), "<|begin_of_text|>");
+  EXPECT_TRUE(t.is_special(128009));
+  EXPECT_EQ(t.id_to_token(128009), "<|eot_id|>");
+  EXPECT_FALSE(t.chat_template().empty());
+  // Digits go by three.
+  EXPECT_EQ(t.encode("1234567").size(), 3u);
+  EXPECT_EQ(t.decode(t.encode("1234567")), "1234567");
+  // "âĢ" (378) is the first two bytes of U+2014 and friends: alone it decodes to one U+FFFD.
+  EXPECT_EQ(t.decode(Ids{378}), "\xEF\xBF\xBD");
+}
+
+TEST(TokenizerReal, QwenKnownIds) {
+  for (const char* name : {"qwen3", "qwen2_5"}) {
+    if (real_dir(name).empty()) GTEST_SKIP() << name << " not installed";
+    const Tokenizer& t = real(name);
+    EXPECT_EQ(t.encode("Hello world"), (Ids{9707, 1879})) << name;
+    // Single digits, and the chat markers as single tokens.
+    EXPECT_EQ(t.encode("123").size(), 3u) << name;
+    const Ids chat = t.encode("<|im_start|>user\nhi<|im_end|>");
+    EXPECT_EQ(chat.front(), 151644) << name;
+    EXPECT_EQ(chat.back(), 151645) << name;
+    EXPECT_EQ(t.eos_token(), "<|im_end|>") << name;
+    EXPECT_EQ(t.pad_id(), 151643) << name;
+    EXPECT_FALSE(t.bos_id().has_value()) << name;
+    // NFC: a decomposed é encodes as the composed one.
+    EXPECT_EQ(t.encode("caf" "e\xCC\x81"), t.encode("caf\xC3\xA9")) << name;
+  }
+}
+
+TEST(TokenizerReal, Llama2KnownIds) {
+  REQUIRE_REAL("llama2");
+  const Tokenizer& t = real("llama2");
+  const Ids ids = t.encode("Hello world");
+  EXPECT_EQ(ids, (Ids{1, t.token_to_id("\xE2\x96\x81Hello").value(), t.token_to_id("\xE2\x96\x81world").value()}));
+  EXPECT_EQ(t.decode(ids, true), "Hello world");
+  EXPECT_EQ(t.decode(ids), "<s> Hello world");
+  // A newline is the byte token <0x0A>.
+  EXPECT_EQ(t.encode("\n", false), (Ids{t.token_to_id("\xE2\x96\x81").value(), 13}));
+  EXPECT_EQ(t.eos_token(), "</s>");
+}
+
+TEST(TokenizerReal, RoundTrips) {
+  const std::vector<std::string> texts = {
+      "The quick brown fox jumps over the lazy dog.",
+      "  leading and trailing spaces  ",
+      "tabs\tand\r\nCRLF\n\n\nnewlines",
+      "naïve café — “quotes” … 東京は晴れ 🙂👍🏽 مرحبا",
+      "def f(x):\n    return x**2  # squared\n",
+      "1234567890 3.14159 -42 1e-9",
+  };
+  for (const char* name : {"llama2", "llama3", "qwen3", "qwen2_5"}) {
+    if (real_dir(name).empty()) continue;
+    const Tokenizer& t = real(name);
+    for (const auto& s : texts) {
+      const Ids ids = t.encode(s, false);
+      // (Llama 2's decoder strips the one space its normalizer prepends.)
+      EXPECT_EQ(t.decode(ids), s) << name << ": " << s;
+    }
+  }
+}
+
+TEST(TokenizerReal, LoadDirConfigs) {
+  REQUIRE_REAL("llama2");
+  const fs::path dir = fs::temp_directory_path() / "wgtrain_tokenizer_load_dir";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(real_dir("llama2") / "tokenizer.json", dir / "tokenizer.json");
+  {
+    std::ofstream f(dir / "tokenizer_config.json");
+    f << R"({"bos_token": {"__type": "AddedToken", "content": "<s>"}, "eos_token": "</s>", "pad_token": null,
+             "add_bos_token": true, "add_eos_token": true,
+             "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})";
+  }
+  {
+    std::ofstream f(dir / "generation_config.json");
+    f << R"({"eos_token_id": [2, 0]})";
+  }
+  const Tokenizer t = Tokenizer::load_dir(dir.string());
+  Ids want = {1};
+  for (int32_t id : t.encode("hi", false)) want.push_back(id);
+  want.push_back(2);  // add_eos_token puts </s> at the end
+  EXPECT_EQ(t.encode("hi"), want);
+  EXPECT_EQ(t.chat_template(), "D");
+  EXPECT_EQ(t.eos_ids(), (Ids{2, 0}));
+  EXPECT_FALSE(t.pad_id().has_value());
+  {
+    std::ofstream f(dir / "tokenizer_config.json");
+    f << R"({"eos_token": "<nope>"})";
+  }
+  EXPECT_THROW(Tokenizer::load_dir(dir.string()), Error);
+  fs::remove_all(dir);
+  EXPECT_THROW(Tokenizer::load_dir(dir.string()), Error);
+}
+
+// ---- parity with Hugging Face's `tokenizers`, on the reference ids the library itself produced -----------------
+
+std::string show(const Ids& ids, size_t from, size_t to) {
+  std::string s = "[";
+  for (size_t i = from; i < std::min(to, ids.size()); ++i) s += (i > from ? " " : "") + std::to_string(ids[i]);
+  return s + (to < ids.size() ? " ...]" : "]");
+}
+
+// "" when equal, else where and how they differ.
+std::string diff(const Ids& got, const Ids& want) {
+  if (got == want) return "";
+  size_t i = 0;
+  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+  const size_t from = i >= 4 ? i - 4 : 0;
+  return "first difference at position " + std::to_string(i) + " (got " + std::to_string(got.size()) +
+         " ids, want " + std::to_string(want.size()) + "): got " + show(got, from, i + 8) + " want " +
+         show(want, from, i + 8);
+}
+
+TEST(TokenizerParity, MatchesTokenizersLibrary) {
+  const fs::path fixtures = fs::path(WGTRAIN_FIXTURES_DIR) / "tokenizers";
+  if (!fs::exists(fixtures / "reference.json") || !fs::exists(fixtures / "texts.json"))
+    GTEST_SKIP() << "no reference ids yet (tests/fixtures/tokenizers/reference.json, texts.json)";
+  std::ifstream tf(fixtures / "texts.json"), rf(fixtures / "reference.json");
+  const json texts = json::parse(tf), ref = json::parse(rf);
+  ASSERT_TRUE(texts.is_array());
+  int checked = 0;
+  for (const auto& [name, r] : ref.items()) {
+    const std::string file = r.at("file").get<std::string>();
+    const std::string short_name = file.rfind("tokenizer-", 0) == 0 ? file.substr(10) : file;
+    if (real_dir(short_name).empty()) {
+      ADD_FAILURE() << name << ": " << file << " is not installed";
+      continue;
+    }
+    const Tokenizer t = Tokenizer::load((real_dir(short_name) / "tokenizer.json").string());
+    int failures = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::string text = texts[i].get<std::string>();
+      const std::string label = name + " text " + std::to_string(i) + " " + json(text.substr(0, 60)).dump();
+      const Ids enc = r.at("encode")[i].get<Ids>(), plain = r.at("encode_plain")[i].get<Ids>();
+      std::string d;
+      if (!(d = diff(t.encode(text), enc)).empty()) {
+        ADD_FAILURE() << label << " encode: " << d;
+        ++failures;
+      }
+      if (!(d = diff(t.encode(text, false), plain)).empty()) {
+        ADD_FAILURE() << label << " encode (add_special_tokens=False): " << d;
+        ++failures;
+      }
+      if (r.contains("decode")) {
+        const std::string want = r["decode"][i].get<std::string>();
+        const std::string got = t.decode(plain);
+        if (got != want) {
+          ADD_FAILURE() << label << " decode: got " << json(got).dump() << " want " << json(want).dump();
+          ++failures;
+        }
+      }
+      if (r.contains("decode_skip")) {
+        const std::string want = r["decode_skip"][i].get<std::string>();
+        const std::string got = t.decode(enc, true);
+        if (got != want) {
+          ADD_FAILURE() << label << " decode(skip_special_tokens): got " << json(got).dump() << " want "
+                        << json(want).dump();
+          ++failures;
+        }
+      }
+      if (failures > 20) {
+        ADD_FAILURE() << name << ": stopping after 20 differences";
+        break;
+      }
+      ++checked;
+    }
+    if (r.contains("single_ids")) {
+      const Ids singles = r["single_ids"].get<Ids>();
+      for (size_t k = 0; k < singles.size(); ++k) {
+        const std::string want = r.at("single_decode")[k].get<std::string>();
+        const std::string got = t.decode(Ids{singles[k]});
+        EXPECT_EQ(got, want) << name << " decode([" << singles[k] << "])";
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// ---- speed ---------------------------------------------------------------------------------------------------------
+
+TEST(TokenizerSpeed, LoadLlama3AndEncodeBrown) {
+  REQUIRE_REAL("llama3");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tokenizer t = Tokenizer::load((real_dir("llama3") / "tokenizer.json").string());
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("load Llama 3 tokenizer.json (9 MB): %.3f s\n", load_s);
+  EXPECT_LT(load_s, 3.0);  // the goal is well under a second; the margin is for a loaded machine
+
+  if (!fs::exists(WGTRAIN_BROWN_DIR)) GTEST_SKIP() << "Brown corpus not installed";
+  const std::string brown = load_brown(WGTRAIN_BROWN_DIR);
+  const auto t1 = std::chrono::steady_clock::now();
+  const Ids ids = t.encode(brown, false);
+  const double enc_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  std::printf("encode Brown (%.1f MB) with Llama 3: %.2f s, %zu tokens, %.1f MB/s\n", brown.size() / 1e6, enc_s,
+              ids.size(), brown.size() / 1e6 / enc_s);
+  EXPECT_LT(enc_s, 30.0);
+  EXPECT_EQ(t.decode(ids), brown);
+}
+
+}  // namespace
+}  // namespace wgtrain
