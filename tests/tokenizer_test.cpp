@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sys/wait.h>
 
 #include "tokenizer/pipeline.h"
 #include "tokenizer/regex.h"
@@ -421,6 +422,42 @@ TEST(TokenizerReal, LoadDirConfigs) {
   EXPECT_THROW(Tokenizer::load_dir(dir.string()), Error);
   fs::remove_all(dir);
   EXPECT_THROW(Tokenizer::load_dir(dir.string()), Error);
+}
+
+// ---- the CLI ------------------------------------------------------------------------------------------------------
+
+std::pair<int, std::string> run_cli(const std::string& args) {
+  const std::string cmd = std::string("'") + WGTRAIN_CLI_PATH + "' " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST(TokenizerCli, PrintsIdsAndPieces) {
+  REQUIRE_REAL("llama2");
+  const std::string dir = real_dir("llama2").string();
+  auto [st, out] = run_cli("tokenize --model '" + dir + "' --text 'Hello world'");
+  ASSERT_EQ(st, 0) << out;
+  EXPECT_EQ(out, "[1, 22557, 1526]\n");
+  std::tie(st, out) = run_cli("tokenize --tokenizer '" + dir + "/tokenizer.json' --text 'Hello world' --no-special --pieces");
+  ASSERT_EQ(st, 0) << out;
+  EXPECT_EQ(out, " 22557 -> 'Hello'\n  1526 -> ' world'\n");
+  const fs::path f = fs::temp_directory_path() / "wgtrain_tokenize_cli.txt";
+  std::ofstream(f) << "a\nb";
+  std::tie(st, out) = run_cli("tokenize --model '" + dir + "' --file '" + f.string() + "' --pieces --no-special");
+  ASSERT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("    13 -> '\\n'"), std::string::npos) << out;
+  fs::remove(f);
+  std::tie(st, out) = run_cli("tokenize --text x");
+  EXPECT_NE(st, 0);
+  EXPECT_NE(out.find("--model or --tokenizer"), std::string::npos) << out;
+  std::tie(st, out) = run_cli("tokenize --model /nonexistent --text x");
+  EXPECT_EQ(st, 1);
+  EXPECT_NE(out.find("/nonexistent"), std::string::npos) << out;
 }
 
 // ---- parity with Hugging Face's `tokenizers`, on the reference ids the library itself produced -----------------
