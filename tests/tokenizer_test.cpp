@@ -475,6 +475,12 @@ TEST(TokenizerReal, LoadDirConfigs) {
     f << R"({"eos_token": "<nope>"})";
   }
   EXPECT_THROW(Tokenizer::load_dir(dir.string()), Error);
+  {
+    // A token transformers would add on top of tokenizer.json: not silently left out.
+    std::ofstream f(dir / "tokenizer_config.json");
+    f << R"({"added_tokens_decoder": {"32000": {"content": "<pad>", "special": true}}})";
+  }
+  EXPECT_THROW(Tokenizer::load_dir(dir.string()), Error);
   fs::remove_all(dir);
   EXPECT_THROW(Tokenizer::load_dir(dir.string()), Error);
 }
