@@ -64,6 +64,7 @@ int run_tokenize(const TokenizeCliOptions& o) {
     ss << f.rdbuf();
     text = ss.str();
   }
+  // (--chat goes here: the text becomes a user turn formatted with t.chat_template() before it is encoded.)
   const std::vector<int32_t> ids = t.encode(text, !o.no_special);
   if (o.pieces) {
     for (size_t i = 0; i < ids.size(); ++i) {
