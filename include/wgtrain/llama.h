@@ -129,6 +129,10 @@ class Llama {
   // A model with its parameters initialised from `seed`: normal(0, 0.02) weights (output projections scaled by
   // 1 / sqrt(2 n_layers)), unit norm gains, zero biases; the q4 codes and scales are made from those weights.
   Llama(Device& device, const LlamaConfig& config, uint64_t seed, Trainable trainable = Trainable::All);
+  // A model whose weights are undefined until load_weights() (or a checkpoint) sets them: for loading, where
+  // random values would be made only to be overwritten.
+  struct NoInit {};
+  Llama(Device& device, const LlamaConfig& config, NoInit, Trainable trainable = Trainable::All);
 
   const LlamaConfig& config() const { return config_; }
   Trainable trainable() const { return trainable_; }
@@ -198,6 +202,7 @@ class Llama {
   Tensor rope_cos_, rope_sin_;                // [max_seq_len, head_dim / 2]
   const LinearHook* hook_ = nullptr;
 
+  void build();  // parameter layout, arenas, q4 buffers, rotary tables
   autograd::Var param(size_t i) const;
   autograd::Var linear(const autograd::Var& x, size_t i, std::optional<size_t> bias = std::nullopt) const;
   autograd::Var rms_norm(const autograd::Var& x, size_t gain) const;

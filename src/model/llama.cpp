@@ -256,9 +256,32 @@ void rope_tables(const LlamaConfig& c, std::vector<float>& cos, std::vector<floa
 
 // ---- the model ------------------------------------------------------------------------------------------------------
 
+Llama::Llama(Device& device, const LlamaConfig& config, NoInit, Trainable trainable)
+    : device_(&device), config_(config), trainable_(trainable) {
+  build();
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!params_[i].trainable && params_[i].q4 < 0) frozen_[i] = Tensor::empty(device, params_[i].shape);
+}
+
 Llama::Llama(Device& device, const LlamaConfig& config, uint64_t seed, Trainable trainable)
     : device_(&device), config_(config), trainable_(trainable) {
+  build();
+  // Initial values, drawn on the host in parameter order so that a seed gives the same model everywhere.
+  SplitMix64 rng(seed);
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layers));
+  load_weights([&](const Param& p) {
+    std::vector<float> v(static_cast<size_t>(numel(p.shape)), p.kind == Kind::Norm ? 1.0f : 0.0f);
+    if (p.kind == Kind::Norm || p.kind == Kind::Bias) return v;
+    const bool residual = p.name.find("o_proj") != std::string::npos || p.name.find("down_proj") != std::string::npos;
+    const double std = residual ? residual_std : 0.02;
+    for (auto& e : v) e = static_cast<float>(std * rng.normal());
+    return v;
+  });
+}
+
+void Llama::build() {
   config_.validate();
+  Device& device = *device_;
   const LlamaConfig& c = config_;
   const int64_t hd = c.head_dim(), qd = c.q_dim(), kv = c.kv_dim(), hidden = c.hidden_dim();
   auto add = [&](const std::string& name, Shape shape, Kind kind, bool q4) {
@@ -317,18 +340,6 @@ Llama::Llama(Device& device, const LlamaConfig& config, uint64_t seed, Trainable
     w.codes = Tensor::empty(device, {n, q4gsw::words_per_row(k)}, DType::I32);
     w.scales = Tensor::empty(device, {q4gsw::groups(k, c.group_size), n}, DType::F32);
   }
-
-  // Initial values, drawn on the host in parameter order so that a seed gives the same model everywhere.
-  SplitMix64 rng(seed);
-  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layers));
-  load_weights([&](const Param& p) {
-    std::vector<float> v(static_cast<size_t>(numel(p.shape)), p.kind == Kind::Norm ? 1.0f : 0.0f);
-    if (p.kind == Kind::Norm || p.kind == Kind::Bias) return v;
-    const bool residual = p.name.find("o_proj") != std::string::npos || p.name.find("down_proj") != std::string::npos;
-    const double std = residual ? residual_std : 0.02;
-    for (auto& e : v) e = static_cast<float>(std * rng.normal());
-    return v;
-  });
 
   std::vector<float> cs, sn;
   rope_tables(c, cs, sn);
