@@ -428,6 +428,23 @@ TEST(TokenizerReal, AnyBytesEncodeAndStreamBack) {
   }
 }
 
+TEST(TokenizerReal, StreamingEqualsDecode) {
+  std::string text = "Stra\xC3\x9F" "e \xE6\x9D\xB1\xE4\xBA\xAC \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 <s> x";
+  if (fs::exists(WGTRAIN_BROWN_DIR)) text += load_brown(WGTRAIN_BROWN_DIR).substr(0, 30000);
+  for (const char* name : {"llama2", "llama3", "qwen3"}) {
+    if (real_dir(name).empty()) continue;
+    const Tokenizer& t = real(name);
+    const Ids ids = t.encode(text);
+    for (bool skip : {false, true}) {
+      StreamingDecoder sd(t, skip);
+      std::string streamed;
+      for (int32_t id : ids) streamed += sd.push(id);
+      streamed += sd.finish();
+      EXPECT_EQ(streamed, t.decode(ids, skip)) << name << (skip ? " skipping special tokens" : "");
+    }
+  }
+}
+
 TEST(TokenizerReal, EncodesFromSeveralThreads) {
   REQUIRE_REAL("llama3");
   const Tokenizer& t = real("llama3");
