@@ -12,6 +12,8 @@
 #include <thread>
 #include <sys/wait.h>
 
+#include "tokenizer/added_vocab.h"
+#include "tokenizer/bpe_model.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
@@ -174,6 +176,83 @@ TEST(TokenizerBasic, AddedTokenRules) {
   k["added_tokens"].push_back(added(next, "<|e", false, false, false));
   const Tokenizer u = Tokenizer::from_json(k.dump());
   EXPECT_EQ(u.encode("<|end|><|e"), (Ids{u.token_to_id("<|end|>").value(), next}));
+}
+
+// The two passes of AddedVocabulary::extract_and_normalize: tokens in the raw text, then (after normalizing each
+// part between them) tokens in the normalized parts. Returns each part with its token id, or -1.
+std::vector<std::pair<std::string, int>> extract(const json& added, const json& normalizer, const std::string& text) {
+  const tok::JsonPath at("t", "");
+  const auto norm = tok::make_normalizer(normalizer, at);
+  const tok::BpeModel model(tok::TokenMap{}, {}, {}, at);
+  const tok::AddedVocabulary v(added, at, model, norm.get());
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& seg : v.split(text, false)) {
+    std::string part = text.substr(seg.span.first, seg.span.second - seg.span.first);
+    if (seg.id >= 0) {
+      out.emplace_back(part, seg.id);
+      continue;
+    }
+    if (norm) norm->normalize(part);
+    for (const auto& seg2 : v.split(part, true))
+      out.emplace_back(part.substr(seg2.span.first, seg2.span.second - seg2.span.first), seg2.id);
+  }
+  return out;
+}
+
+json added_token(const char* content, bool special, bool lstrip = false, bool rstrip = false,
+                 bool single_word = false) {
+  // As AddedToken::from(content, special): special tokens are not normalized, the others are.
+  return {{"content", content}, {"special", special}, {"normalized", !special}, {"lstrip", lstrip},
+          {"rstrip", rstrip},   {"single_word", single_word}};
+}
+
+// The cases of tokenizers' own added_vocabulary tests, with their expected splits.
+TEST(TokenizerBasic, AddedTokenCasesOfTokenizers) {
+  using Parts = std::vector<std::pair<std::string, int>>;
+  const json lower = {{"type", "Lowercase"}};
+  EXPECT_EQ(extract(json::array({added_token("my", false, true, true), added_token("name", false),
+                                 added_token("ony", false, false, false, true), added_token("[CLS]", true),
+                                 added_token("[SEP]", true)}),
+                    lower, "[CLS] My name is Anthony [SEP]"),
+            (Parts{{"[CLS]", 3}, {" my ", 0}, {"name", 1}, {" is anthony ", -1}, {"[SEP]", 4}}));
+  const json mask = json::array({added_token("<mask>", false, false, false, true)});
+  EXPECT_EQ(extract(mask, lower, "<mask> My name <mask> A<mask> <mask>ony <mask>"),
+            (Parts{{"<mask>", 0}, {" my name ", -1}, {"<mask>", 0}, {" a<mask> <mask>ony ", -1}, {"<mask>", 0}}));
+  EXPECT_EQ(extract(mask, lower, "<mask>, <mask>- \xE2\x97\x8C\xCC\xB0<mask>"),
+            (Parts{{"<mask>", 0}, {", ", -1}, {"<mask>", 0}, {"- \xE2\x97\x8C\xCC\xB0<mask>", -1}}));
+  const json strip_mask = json::array({added_token("<mask>", false, true, true, true)});
+  EXPECT_EQ(extract(strip_mask, lower, "Hi <mask> there\t<mask>\t<mask>\xE2\x80\x80"),
+            (Parts{{"hi", -1}, {" <mask> ", 0}, {"there", -1}, {"\t<mask>\t", 0}, {"<mask>\xE2\x80\x80", 0}}));
+}
+
+// Metaspace's prepend schemes, on the cases of tokenizers' own tests (pieces as the added-token split leaves them).
+TEST(TokenizerBasic, MetaspaceCasesOfTokenizers) {
+  auto run = [](const json& pre, std::vector<tok::Piece> pieces) {
+    tok::make_pre_tokenizer(pre, tok::JsonPath("t", ""))->pre_tokenize(pieces);
+    std::vector<std::string> out;
+    for (const auto& p : pieces) out.push_back(p.text);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  const std::string m = "\xE2\x96\x81";  // ▁
+  const json first = {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}, {"split", false}};
+  const json always = {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "always"}, {"split", true}};
+  EXPECT_EQ(run(first, {{"Hey my friend ", true}, {"<s>", false}, {"how" + m + "are you", false}}),
+            (V{m + "Hey" + m + "my" + m + "friend" + m, "<s>", "how" + m + "are" + m + "you"}));
+  EXPECT_EQ(run(first, {{" Hey ", true}, {"<s>", false}, {"how", false}}), (V{m + "Hey" + m, "<s>", "how"}));
+  EXPECT_EQ(run(always, {{"Hey   friend!", true}}), (V{m + "Hey", m, m, m + "friend!"}));
+  EXPECT_EQ(run(always, {{m + "Hey" + m + "my" + m + "friend" + m, true}, {"<s>", false}}),
+            (V{m + "Hey", m + "my", m + "friend", m, m + "<s>"}));
+  // The decoder drops the replacement of the first token unless the scheme is "never".
+  auto decode = [](const char* scheme) {
+    std::vector<std::string> t = {"\xE2\x96\x81Hey", "\xE2\x96\x81" "friend!"};
+    tok::make_decoder({{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", scheme}},
+                      tok::JsonPath("t", ""))
+        ->decode_chain(t);
+    return t;
+  };
+  EXPECT_EQ(decode("always"), (V{"Hey", " friend!"}));
+  EXPECT_EQ(decode("never"), (V{" Hey", " friend!"}));
 }
 
 TEST(TokenizerBasic, SentencePieceStyleWithByteFallback) {
