@@ -225,6 +225,62 @@ TEST(TokenizerBasic, AddedTokenCasesOfTokenizers) {
             (Parts{{"hi", -1}, {" <mask> ", 0}, {"there", -1}, {"\t<mask>\t", 0}, {"<mask>\xE2\x80\x80", 0}}));
 }
 
+// The BPE cases of tokenizers' own model tests: unk fusion, byte fallback, continuing-subword prefix, ignore_merges.
+TEST(TokenizerBasic, BpeCasesOfTokenizers) {
+  const tok::JsonPath at("t", "");
+  auto model = [&](std::vector<std::pair<const char*, int>> vocab, std::vector<std::pair<std::string, std::string>> merges,
+                   tok::BpeModel::Options opt) {
+    tok::TokenMap v;
+    for (const auto& [s, id] : vocab) v.insert_or_assign(s, id);
+    return std::make_unique<tok::BpeModel>(std::move(v), merges, opt, at);
+  };
+  auto ids = [](const tok::BpeModel& m, const char* word) {
+    Ids out;
+    m.tokenize(word, out);
+    return out;
+  };
+  tok::BpeModel::Options unk;
+  unk.unk_token = "<unk>";
+  const auto not_fused = model({{"<unk>", 0}, {"a", 1}, {"b", 2}}, {}, unk);
+  EXPECT_EQ(ids(*not_fused, "c"), Ids{0});
+  EXPECT_EQ(ids(*not_fused, "cc"), (Ids{0, 0}));
+  EXPECT_EQ(ids(*not_fused, "accb"), (Ids{1, 0, 0, 2}));
+  unk.fuse_unk = true;
+  const auto fused = model({{"<unk>", 0}, {"a", 1}, {"b", 2}}, {}, unk);
+  EXPECT_EQ(ids(*fused, "cc"), Ids{0});
+  EXPECT_EQ(ids(*fused, "accb"), (Ids{1, 0, 2}));
+
+  tok::BpeModel::Options fallback;
+  fallback.unk_token = "<unk>";
+  fallback.byte_fallback = true;
+  const auto fb = model({{"<unk>", 0}, {"<0x61>", 1}, {"<0x0A>", 2}}, {}, fallback);
+  EXPECT_EQ(ids(*fb, "c"), Ids{0});
+  EXPECT_EQ(ids(*fb, "a"), Ids{1});
+  EXPECT_EQ(ids(*fb, "\n"), Ids{2});
+
+  tok::BpeModel::Options prefix;
+  prefix.unk_token = "[UNK]";
+  prefix.continuing_subword_prefix = "##";
+  const auto pre = model({{"a", 0}, {"##b", 1}, {"##c", 2}, {"ab", 3}, {"abc", 4}}, {{"a", "##b"}, {"ab", "##c"}}, prefix);
+  EXPECT_EQ(ids(*pre, "ab"), Ids{3});
+  EXPECT_EQ(ids(*pre, "abc"), Ids{4});
+
+  const std::vector<std::pair<const char*, int>> vocab = {
+      {".:.:", 0}, {"\xC4\xA0" "belirtilen", 1}, {".", 2}, {":", 3}, {"bel", 4}, {"irtilen", 5}, {"\xC4\xA0", 6},
+      {".:", 7}, {"belirtilen", 8}, {".:.", 9}, {"be", 10}, {"l", 11}, {"ir", 12}, {"ti", 13}, {"en", 14},
+      {"irtil", 15}, {"irti", 16}, {"i", 17}, {"r", 18}, {"t", 19}, {"b", 20}, {"e", 21}, {"n", 22}};
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {".", ":"}, {"b", "e"}, {"be", "l"}, {"i", "r"}, {"t", "i"}, {"ir", "ti"}, {"e", "n"}, {"irti", "l"}};
+  tok::BpeModel::Options ignore;
+  ignore.ignore_merges = true;
+  const auto with = model(vocab, merges, ignore);
+  EXPECT_EQ(ids(*with, ".:.:"), Ids{0});
+  EXPECT_EQ(ids(*with, "\xC4\xA0" "belirtilen"), Ids{1});
+  const auto without = model(vocab, merges, {});
+  EXPECT_EQ(ids(*without, ".:.:"), (Ids{7, 7}));
+  EXPECT_EQ(ids(*without, "\xC4\xA0" "belirtilen"), (Ids{6, 4, 15, 14}));
+}
+
 // Metaspace's prepend schemes, on the cases of tokenizers' own tests (pieces as the added-token split leaves them).
 TEST(TokenizerBasic, MetaspaceCasesOfTokenizers) {
   auto run = [](const json& pre, std::vector<tok::Piece> pieces) {
