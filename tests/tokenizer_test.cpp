@@ -281,6 +281,28 @@ TEST(TokenizerBasic, BpeCasesOfTokenizers) {
   EXPECT_EQ(ids(*without, "\xC4\xA0" "belirtilen"), (Ids{6, 4, 15, 14}));
 }
 
+// The ByteFallback and Strip cases of tokenizers' own decoder tests.
+TEST(TokenizerBasic, DecoderCasesOfTokenizers) {
+  using V = std::vector<std::string>;
+  auto chain = [](const json& decoder, V tokens) {
+    tok::make_decoder(decoder, tok::JsonPath("t", ""))->decode_chain(tokens);
+    return tokens;
+  };
+  const json fb = {{"type", "ByteFallback"}};
+  const std::string bad = "\xEF\xBF\xBD";
+  EXPECT_EQ(chain(fb, {"Hey", "friend!"}), (V{"Hey", "friend!"}));
+  EXPECT_EQ(chain(fb, {"<0x61>"}), V{"a"});
+  EXPECT_EQ(chain(fb, {"<0xE5>"}), V{bad});
+  EXPECT_EQ(chain(fb, {"<0xE5>", "<0x8f>"}), (V{bad, bad}));
+  EXPECT_EQ(chain(fb, {"<0xE5>", "<0x8f>", "<0xab>"}), V{"\xE5\x8F\xAB"});  // 叫
+  EXPECT_EQ(chain(fb, {"<0xE5>", "<0x8f>", "<0xab>", "a"}), (V{"\xE5\x8F\xAB", "a"}));
+  EXPECT_EQ(chain(fb, {"<0xE5>", "<0x8f>", "a"}), (V{bad, bad, "a"}));
+  EXPECT_EQ(chain({{"type", "Strip"}, {"content", "H"}, {"start", 1}, {"stop", 0}}, {"Hey", " friend!", "HHH"}),
+            (V{"ey", " friend!", "HH"}));
+  EXPECT_EQ(chain({{"type", "Strip"}, {"content", "y"}, {"start", 0}, {"stop", 1}}, {"Hey", " friend!"}),
+            (V{"He", " friend!"}));
+}
+
 // Metaspace's prepend schemes, on the cases of tokenizers' own tests (pieces as the added-token split leaves them).
 TEST(TokenizerBasic, MetaspaceCasesOfTokenizers) {
   auto run = [](const json& pre, std::vector<tok::Piece> pieces) {
