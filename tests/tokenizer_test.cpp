@@ -12,6 +12,8 @@
 #include <thread>
 #include <sys/wait.h>
 
+#include "tokenizer/added_vocab.h"
+#include "tokenizer/bpe_model.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
@@ -174,6 +176,161 @@ TEST(TokenizerBasic, AddedTokenRules) {
   k["added_tokens"].push_back(added(next, "<|e", false, false, false));
   const Tokenizer u = Tokenizer::from_json(k.dump());
   EXPECT_EQ(u.encode("<|end|><|e"), (Ids{u.token_to_id("<|end|>").value(), next}));
+}
+
+// The two passes of AddedVocabulary::extract_and_normalize: tokens in the raw text, then (after normalizing each
+// part between them) tokens in the normalized parts. Returns each part with its token id, or -1.
+std::vector<std::pair<std::string, int>> extract(const json& added, const json& normalizer, const std::string& text) {
+  const tok::JsonPath at("t", "");
+  const auto norm = tok::make_normalizer(normalizer, at);
+  const tok::BpeModel model(tok::TokenMap{}, {}, {}, at);
+  const tok::AddedVocabulary v(added, at, model, norm.get());
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& seg : v.split(text, false)) {
+    std::string part = text.substr(seg.span.first, seg.span.second - seg.span.first);
+    if (seg.id >= 0) {
+      out.emplace_back(part, seg.id);
+      continue;
+    }
+    if (norm) norm->normalize(part);
+    for (const auto& seg2 : v.split(part, true))
+      out.emplace_back(part.substr(seg2.span.first, seg2.span.second - seg2.span.first), seg2.id);
+  }
+  return out;
+}
+
+json added_token(const char* content, bool special, bool lstrip = false, bool rstrip = false,
+                 bool single_word = false) {
+  // As AddedToken::from(content, special): special tokens are not normalized, the others are.
+  return {{"content", content}, {"special", special}, {"normalized", !special}, {"lstrip", lstrip},
+          {"rstrip", rstrip},   {"single_word", single_word}};
+}
+
+// The cases of tokenizers' own added_vocabulary tests, with their expected splits.
+TEST(TokenizerBasic, AddedTokenCasesOfTokenizers) {
+  using Parts = std::vector<std::pair<std::string, int>>;
+  const json lower = {{"type", "Lowercase"}};
+  EXPECT_EQ(extract(json::array({added_token("my", false, true, true), added_token("name", false),
+                                 added_token("ony", false, false, false, true), added_token("[CLS]", true),
+                                 added_token("[SEP]", true)}),
+                    lower, "[CLS] My name is Anthony [SEP]"),
+            (Parts{{"[CLS]", 3}, {" my ", 0}, {"name", 1}, {" is anthony ", -1}, {"[SEP]", 4}}));
+  const json mask = json::array({added_token("<mask>", false, false, false, true)});
+  EXPECT_EQ(extract(mask, lower, "<mask> My name <mask> A<mask> <mask>ony <mask>"),
+            (Parts{{"<mask>", 0}, {" my name ", -1}, {"<mask>", 0}, {" a<mask> <mask>ony ", -1}, {"<mask>", 0}}));
+  EXPECT_EQ(extract(mask, lower, "<mask>, <mask>- \xE2\x97\x8C\xCC\xB0<mask>"),
+            (Parts{{"<mask>", 0}, {", ", -1}, {"<mask>", 0}, {"- \xE2\x97\x8C\xCC\xB0<mask>", -1}}));
+  const json strip_mask = json::array({added_token("<mask>", false, true, true, true)});
+  EXPECT_EQ(extract(strip_mask, lower, "Hi <mask> there\t<mask>\t<mask>\xE2\x80\x80"),
+            (Parts{{"hi", -1}, {" <mask> ", 0}, {"there", -1}, {"\t<mask>\t", 0}, {"<mask>\xE2\x80\x80", 0}}));
+}
+
+// The BPE cases of tokenizers' own model tests: unk fusion, byte fallback, continuing-subword prefix, ignore_merges.
+TEST(TokenizerBasic, BpeCasesOfTokenizers) {
+  const tok::JsonPath at("t", "");
+  auto model = [&](std::vector<std::pair<const char*, int>> vocab, std::vector<std::pair<std::string, std::string>> merges,
+                   tok::BpeModel::Options opt) {
+    tok::TokenMap v;
+    for (const auto& [s, id] : vocab) v.insert_or_assign(s, id);
+    return std::make_unique<tok::BpeModel>(std::move(v), merges, opt, at);
+  };
+  auto ids = [](const tok::BpeModel& m, const char* word) {
+    Ids out;
+    m.tokenize(word, out);
+    return out;
+  };
+  tok::BpeModel::Options unk;
+  unk.unk_token = "<unk>";
+  const auto not_fused = model({{"<unk>", 0}, {"a", 1}, {"b", 2}}, {}, unk);
+  EXPECT_EQ(ids(*not_fused, "c"), Ids{0});
+  EXPECT_EQ(ids(*not_fused, "cc"), (Ids{0, 0}));
+  EXPECT_EQ(ids(*not_fused, "accb"), (Ids{1, 0, 0, 2}));
+  unk.fuse_unk = true;
+  const auto fused = model({{"<unk>", 0}, {"a", 1}, {"b", 2}}, {}, unk);
+  EXPECT_EQ(ids(*fused, "cc"), Ids{0});
+  EXPECT_EQ(ids(*fused, "accb"), (Ids{1, 0, 2}));
+
+  tok::BpeModel::Options fallback;
+  fallback.unk_token = "<unk>";
+  fallback.byte_fallback = true;
+  const auto fb = model({{"<unk>", 0}, {"<0x61>", 1}, {"<0x0A>", 2}}, {}, fallback);
+  EXPECT_EQ(ids(*fb, "c"), Ids{0});
+  EXPECT_EQ(ids(*fb, "a"), Ids{1});
+  EXPECT_EQ(ids(*fb, "\n"), Ids{2});
+
+  tok::BpeModel::Options prefix;
+  prefix.unk_token = "[UNK]";
+  prefix.continuing_subword_prefix = "##";
+  const auto pre = model({{"a", 0}, {"##b", 1}, {"##c", 2}, {"ab", 3}, {"abc", 4}}, {{"a", "##b"}, {"ab", "##c"}}, prefix);
+  EXPECT_EQ(ids(*pre, "ab"), Ids{3});
+  EXPECT_EQ(ids(*pre, "abc"), Ids{4});
+
+  const std::vector<std::pair<const char*, int>> vocab = {
+      {".:.:", 0}, {"\xC4\xA0" "belirtilen", 1}, {".", 2}, {":", 3}, {"bel", 4}, {"irtilen", 5}, {"\xC4\xA0", 6},
+      {".:", 7}, {"belirtilen", 8}, {".:.", 9}, {"be", 10}, {"l", 11}, {"ir", 12}, {"ti", 13}, {"en", 14},
+      {"irtil", 15}, {"irti", 16}, {"i", 17}, {"r", 18}, {"t", 19}, {"b", 20}, {"e", 21}, {"n", 22}};
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {".", ":"}, {"b", "e"}, {"be", "l"}, {"i", "r"}, {"t", "i"}, {"ir", "ti"}, {"e", "n"}, {"irti", "l"}};
+  tok::BpeModel::Options ignore;
+  ignore.ignore_merges = true;
+  const auto with = model(vocab, merges, ignore);
+  EXPECT_EQ(ids(*with, ".:.:"), Ids{0});
+  EXPECT_EQ(ids(*with, "\xC4\xA0" "belirtilen"), Ids{1});
+  const auto without = model(vocab, merges, {});
+  EXPECT_EQ(ids(*without, ".:.:"), (Ids{7, 7}));
+  EXPECT_EQ(ids(*without, "\xC4\xA0" "belirtilen"), (Ids{6, 4, 15, 14}));
+}
+
+// The ByteFallback and Strip cases of tokenizers' own decoder tests.
+TEST(TokenizerBasic, DecoderCasesOfTokenizers) {
+  using V = std::vector<std::string>;
+  auto chain = [](const json& decoder, V tokens) {
+    tok::make_decoder(decoder, tok::JsonPath("t", ""))->decode_chain(tokens);
+    return tokens;
+  };
+  const json fb = {{"type", "ByteFallback"}};
+  const std::string bad = "\xEF\xBF\xBD";
+  EXPECT_EQ(chain(fb, {"Hey", "friend!"}), (V{"Hey", "friend!"}));
+  EXPECT_EQ(chain(fb, {"<0x61>"}), V{"a"});
+  EXPECT_EQ(chain(fb, {"<0xE5>"}), V{bad});
+  EXPECT_EQ(chain(fb, {"<0xE5>", "<0x8f>"}), (V{bad, bad}));
+  EXPECT_EQ(chain(fb, {"<0xE5>", "<0x8f>", "<0xab>"}), V{"\xE5\x8F\xAB"});  // 叫
+  EXPECT_EQ(chain(fb, {"<0xE5>", "<0x8f>", "<0xab>", "a"}), (V{"\xE5\x8F\xAB", "a"}));
+  EXPECT_EQ(chain(fb, {"<0xE5>", "<0x8f>", "a"}), (V{bad, bad, "a"}));
+  EXPECT_EQ(chain({{"type", "Strip"}, {"content", "H"}, {"start", 1}, {"stop", 0}}, {"Hey", " friend!", "HHH"}),
+            (V{"ey", " friend!", "HH"}));
+  EXPECT_EQ(chain({{"type", "Strip"}, {"content", "y"}, {"start", 0}, {"stop", 1}}, {"Hey", " friend!"}),
+            (V{"He", " friend!"}));
+}
+
+// Metaspace's prepend schemes, on the cases of tokenizers' own tests (pieces as the added-token split leaves them).
+TEST(TokenizerBasic, MetaspaceCasesOfTokenizers) {
+  auto run = [](const json& pre, std::vector<tok::Piece> pieces) {
+    tok::make_pre_tokenizer(pre, tok::JsonPath("t", ""))->pre_tokenize(pieces);
+    std::vector<std::string> out;
+    for (const auto& p : pieces) out.push_back(p.text);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  const std::string m = "\xE2\x96\x81";  // ▁
+  const json first = {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}, {"split", false}};
+  const json always = {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "always"}, {"split", true}};
+  EXPECT_EQ(run(first, {{"Hey my friend ", true}, {"<s>", false}, {"how" + m + "are you", false}}),
+            (V{m + "Hey" + m + "my" + m + "friend" + m, "<s>", "how" + m + "are" + m + "you"}));
+  EXPECT_EQ(run(first, {{" Hey ", true}, {"<s>", false}, {"how", false}}), (V{m + "Hey" + m, "<s>", "how"}));
+  EXPECT_EQ(run(always, {{"Hey   friend!", true}}), (V{m + "Hey", m, m, m + "friend!"}));
+  EXPECT_EQ(run(always, {{m + "Hey" + m + "my" + m + "friend" + m, true}, {"<s>", false}}),
+            (V{m + "Hey", m + "my", m + "friend", m, m + "<s>"}));
+  // The decoder drops the replacement of the first token unless the scheme is "never".
+  auto decode = [](const char* scheme) {
+    std::vector<std::string> t = {"\xE2\x96\x81Hey", "\xE2\x96\x81" "friend!"};
+    tok::make_decoder({{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", scheme}},
+                      tok::JsonPath("t", ""))
+        ->decode_chain(t);
+    return t;
+  };
+  EXPECT_EQ(decode("always"), (V{"Hey", " friend!"}));
+  EXPECT_EQ(decode("never"), (V{" Hey", " friend!"}));
 }
 
 TEST(TokenizerBasic, SentencePieceStyleWithByteFallback) {
@@ -424,6 +581,23 @@ TEST(TokenizerReal, AnyBytesEncodeAndStreamBack) {
       }
       streamed += sd.finish();
       EXPECT_EQ(streamed, want) << name << " trial " << trial;
+    }
+  }
+}
+
+TEST(TokenizerReal, StreamingEqualsDecode) {
+  std::string text = "Stra\xC3\x9F" "e \xE6\x9D\xB1\xE4\xBA\xAC \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 <s> x";
+  if (fs::exists(WGTRAIN_BROWN_DIR)) text += load_brown(WGTRAIN_BROWN_DIR).substr(0, 30000);
+  for (const char* name : {"llama2", "llama3", "qwen3"}) {
+    if (real_dir(name).empty()) continue;
+    const Tokenizer& t = real(name);
+    const Ids ids = t.encode(text);
+    for (bool skip : {false, true}) {
+      StreamingDecoder sd(t, skip);
+      std::string streamed;
+      for (int32_t id : ids) streamed += sd.push(id);
+      streamed += sd.finish();
+      EXPECT_EQ(streamed, t.decode(ids, skip)) << name << (skip ? " skipping special tokens" : "");
     }
   }
 }

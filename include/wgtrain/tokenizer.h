@@ -85,8 +85,11 @@ class StreamingDecoder {
  private:
   const Tokenizer* tok_;
   bool skip_special_;
+  // A window of the ids: the last returned chunk's (context for decoders that treat the first token apart) and
+  // those after it, so each push decodes a few ids rather than all of them.
   std::vector<int32_t> ids_;
-  size_t emitted_ = 0;  // bytes of decode(ids_) already returned
+  size_t emitted_ = 0;      // bytes of decode(ids_) already returned
+  size_t chunk_begin_ = 0;  // where in ids_ the ids not yet returned in full begin
 };
 
 // wgtrain's own byte-level BPE, trained on a corpus for models trained from scratch: learns merges until the

@@ -291,7 +291,8 @@ std::shared_ptr<const Decoder> make_decoder(const json& j, const JsonPath& at) {
   if (type == "Strip") {
     check_fields(j, at, {"type", "content", "start", "stop"});
     auto count = [&](const char* key) -> size_t {
-      if (!j.contains(key) || !j[key].is_number_unsigned()) (at / key).fail("expected a count");
+      if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 0)
+        (at / key).fail("expected a count");
       return j[key].get<size_t>();
     };
     return std::make_shared<StripDecoder>(get_char(j, at, "content"), count("start"), count("stop"));

@@ -370,14 +370,22 @@ std::string StreamingDecoder::push(int32_t id) {
   const size_t ready = trailing_replacement_start(text);
   if (ready <= emitted_) return "";
   std::string out = text.substr(emitted_, ready - emitted_);
-  emitted_ = ready;
+  if (ready == text.size()) {
+    // Everything is out: this chunk's ids become the context of the next decodes, the older ones go.
+    ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(chunk_begin_));
+    emitted_ = tok_->decode(ids_, skip_special_).size();
+    chunk_begin_ = ids_.size();
+  } else {
+    emitted_ = ready;
+  }
   return out;
 }
 
 std::string StreamingDecoder::finish() {
   const std::string text = tok_->decode(ids_, skip_special_);
   std::string out = emitted_ < text.size() ? text.substr(emitted_) : "";
-  emitted_ = text.size();
+  ids_.clear();
+  emitted_ = chunk_begin_ = 0;
   return out;
 }
 
