@@ -204,7 +204,9 @@ TEST(DatasetBatcher, PaddedRows) {
   ASSERT_EQ(tg.size(), 24u);
   std::map<int, std::pair<std::vector<int32_t>, std::vector<int32_t>>> by_example;
   for (int r = 0; r < 3; ++r) {
-    const auto row = [&](const std::vector<int32_t>& v) { return std::vector<int32_t>(v.begin() + r * 8, v.begin() + r * 8 + 8); };
+    const auto row = [&](const std::vector<int32_t>& v) {
+      return std::vector<int32_t>(v.begin() + r * 8, v.begin() + r * 8 + 8);
+    };
     by_example[in[r * 8] / 100] = {row(in), row(tg)};
   }
   ASSERT_EQ(by_example.size(), 3u) << "each example once in an epoch of one batch";
@@ -689,7 +691,8 @@ TEST(DatasetLoad, TemplateRefusalsAreProblems) {
   const std::string good =
       R"({"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]})" "\n";
   std::string train = "not json\n";  // line 1; line 7 starts with the assistant
-  for (int i = 0; i < 12; ++i) train += i == 5 ? R"({"messages": [{"role": "assistant", "content": "Hi"}]})" "\n" : good;
+  const std::string starts_with_assistant = R"({"messages": [{"role": "assistant", "content": "Hi"}]})" "\n";
+  for (int i = 0; i < 12; ++i) train += i == 5 ? starts_with_assistant : good;
   write(dir / "train.jsonl", train);
   write(dir / "valid.jsonl", good);
   data::DatasetOptions o;
