@@ -32,6 +32,9 @@ class Tokenizer {
   static Tokenizer from_json(std::string_view json_text, const std::string& origin = "tokenizer.json");
   // A model directory: tokenizer.json, with tokenizer_config.json (bos/eos/pad tokens, add_bos_token,
   // add_eos_token, chat_template) and generation_config.json (eos_token_id, possibly a list) where present.
+  // add_bos_token / add_eos_token, where the config sets them, decide whether encode() puts BOS / EOS around the
+  // text (as transformers' Llama tokenizers do), in place of what tokenizer.json's post-processor adds on that side.
+  // A chat_template.jinja file beside them is the template when the config has none.
   static Tokenizer load_dir(const std::string& dir);
 
   // The tokenizer.json text (written by save(), atomically) that Hugging Face's library loads.
@@ -40,6 +43,7 @@ class Tokenizer {
 
   // Ids of `text` as `tokenizer(text)` gives them: added/special tokens matched first, then normalizer,
   // pre-tokenizer and model; with add_special_tokens, the post-processor's tokens (e.g. BOS) around them.
+  // Bytes that are not valid UTF-8 are read as U+FFFD first (as Python would have to). Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   // Text of ids as `tokenizer.decode(ids, skip_special_tokens=...)` gives it. Throws ArgumentError on an id out of
   // range. Bytes that do not form valid UTF-8 become U+FFFD, as Hugging Face's decoding does.

@@ -8,6 +8,7 @@
 
 #include "cli/backend.h"
 #include "cli/bench.h"
+#include "cli/tokenize.h"
 #include "cli/train.h"
 #include "gpu/dawn.h"
 #include "wgtrain/device.h"
@@ -213,6 +214,9 @@ int main(int argc, char** argv) {
   generate->add_option("--seed", gen_opt.generate.seed, "sampling seed")->capture_default_str();
   generate->add_option("--backend", gen_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
 
+  cli::TokenizeCliOptions tokenize_opt;
+  auto* tokenize = cli::add_tokenize_command(app, tokenize_opt);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -230,6 +234,7 @@ int main(int argc, char** argv) {
     }
     if (*train) return cli::run_train(train_opt);
     if (*generate) return cli::run_generate(gen_opt);
+    if (*tokenize) return cli::run_tokenize(tokenize_opt);
   } catch (const wgtrain::Error& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');  // one line, whatever the source

@@ -98,6 +98,7 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
   const size_t prefix_len = opt_.continuing_subword_prefix ? opt_.continuing_subword_prefix->size() : 0;
   merges_.reserve(merges.size());
   std::string joined;
+  int32_t last_joined = -2;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     const int32_t ia = vocab_.find(a), ib = vocab_.find(b);
@@ -106,7 +107,13 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
     // The merged token: b loses the continuing-subword prefix.
     joined.assign(a);
     joined.append(b, std::min(prefix_len, b.size()), std::string::npos);
-    const int32_t ij = vocab_.find(joined);
+    // Trained vocabularies mostly number merged tokens in merge order: try the id after the last one first.
+    const int32_t guess = last_joined + 1;
+    const int32_t ij = guess >= 0 && static_cast<size_t>(guess) < id_to_token_.size() && has_id_[guess] &&
+                               id_to_token_[guess] == joined
+                           ? guess
+                           : vocab_.find(joined);
+    last_joined = ij;
     if (ij < 0) (at / "merges")[rank].fail("token \"" + joined + "\" made by a merge is not in the vocabulary");
     // A pair listed twice takes its later rank, as in `tokenizers` (a map built in order).
     merges_.insert_or_assign(ia, ib, PairMap::Value{static_cast<int32_t>(rank), ij});

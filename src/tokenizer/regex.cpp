@@ -57,7 +57,7 @@ struct Regex::Compiled {
 std::string Regex::translate(std::string_view p) {
   std::string out;
   out.reserve(p.size() + 32);
-  int class_depth = 0;  // inside [...] (Oniguruma nests classes; PCRE2 reads a nested '[' literally, see below)
+  int class_depth = 0;  // inside [...]; a nested class (Oniguruma has them, PCRE2 not) is refused below
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
@@ -173,7 +173,7 @@ void Regex::find_all(std::string_view text, std::vector<Span>& out) const {
                        : pcre2_match(compiled_->code, subject, text.size(), last_end, PCRE2_NO_UTF_CHECK, st.data,
                                      st.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0 && rc != 0) throw Error("regex '" + pattern_ + "' failed on a text: " + pcre2_message(rc));
+    if (rc < 0) throw Error("regex '" + pattern_ + "' failed on a text: " + pcre2_message(rc));
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(st.data);
     const size_t s = ov[0], e = ov[1];
     last_end = e;

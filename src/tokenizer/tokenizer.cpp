@@ -164,6 +164,20 @@ Tokenizer Tokenizer::load_dir(const std::string& dir) {
       if (!id) throw Error(origin + ": " + key + " \"" + content + "\" is not in the vocabulary of " + tj.string());
       return id;
     };
+    // transformers adds the tokens of added_tokens_decoder that tokenizer.json lacks; wgtrain reads tokenizer.json
+    // only, so such a token would be a silent difference: an error instead.
+    if (cfg.contains("added_tokens_decoder") && cfg["added_tokens_decoder"].is_object()) {
+      for (const auto& [key, v] : cfg["added_tokens_decoder"].items()) {
+        const std::string content = v.is_object() && v.contains("content") && v["content"].is_string()
+                                        ? v["content"].get<std::string>()
+                                        : std::string();
+        const auto id = t.token_to_id(content);
+        if (content.empty() || !id || std::to_string(*id) != key)
+          throw Error(origin + ": added_tokens_decoder has token " + key + " " + v.dump().substr(0, 80) +
+                      ", which " + tj.string() + " does not have with that id (wgtrain takes added tokens from "
+                      "tokenizer.json only)");
+      }
+    }
     if (cfg.contains("bos_token")) im.bos = token_id("bos_token");
     if (cfg.contains("eos_token")) im.eos = token_id("eos_token");
     if (cfg.contains("pad_token")) im.pad = token_id("pad_token");
