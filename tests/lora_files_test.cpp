@@ -522,6 +522,10 @@ TEST(LoraCheckpoint, ResumingContinuesBitForBit) {
   EXPECT_EQ(run.lora->values().to_host_f32(), untouched);
   EXPECT_THROW(save_lora_checkpoint(path, *run.model, *run.lora, run.lm, run.lv, nullptr, nullptr, ""),
                ArgumentError);  // the norm gains' moments are needed
+  Llama whole(device(), c, 77, Trainable::All);
+  LoraAdapters on_whole(whole, lc);
+  const Tensor wm = ops::full(device(), {whole.arena_size()}, 0.0), wv = ops::full(device(), {whole.arena_size()}, 0.0);
+  EXPECT_THROW(save_lora_checkpoint(path, whole, on_whole, zm, zv, &wm, &wv, ""), ArgumentError);
 }
 
 }  // namespace

@@ -394,10 +394,12 @@ TEST(Lora, LossAndGradientsMatchTheReference) {
         EXPECT_LT(rel_err(lora.grad_a(i).to_host_f32(), ref.lora()[i].ga), 3e-5) << lora.name_a(i) << "; " << note;
         EXPECT_LT(rel_err(lora.grad_b(i).to_host_f32(), ref.lora()[i].gb), 3e-5) << lora.name_b(i) << "; " << note;
       }
-      for (size_t i = 0; i < model.params().size(); ++i)
-        if (model.params()[i].trainable)
+      for (size_t i = 0; i < model.params().size(); ++i) {
+        if (model.params()[i].trainable) {
           EXPECT_LT(rel_err(model.grad(i).to_host_f32(), ref.grads()[i]), 3e-5) << model.params()[i].name << "; "
                                                                                  << note;
+        }
+      }
       model.set_linear_hook(nullptr);
     }
 }
@@ -466,7 +468,9 @@ TEST(Lora, RecordedTrainingStepsMatchTheReferenceAndLeaveTheBaseAlone) {
       const auto& p = model.params()[i];
       EXPECT_EQ(p.trainable, tr == Trainable::Norms && p.kind == Llama::Kind::Norm) << p.name;
       if (p.trainable) norm_elems += numel(p.shape);
-      if (!p.trainable) EXPECT_THROW(model.grad(i), ArgumentError) << p.name;
+      if (!p.trainable) {
+        EXPECT_THROW(model.grad(i), ArgumentError) << p.name;
+      }
     }
     EXPECT_EQ(model.arena_size() == 0, tr == Trainable::None);
     EXPECT_LT(model.arena_size(), norm_elems + 4 * static_cast<int64_t>(model.params().size()));
@@ -499,9 +503,11 @@ TEST(Lora, RecordedTrainingStepsMatchTheReferenceAndLeaveTheBaseAlone) {
       want.insert(want.end(), ref.lora()[i].b.begin(), ref.lora()[i].b.end());
     }
     EXPECT_LT(rel_err(got, want), 2e-3) << "WGTRAIN_TEST_SEED=" << test::seed();
-    for (size_t i = 0; i < model.params().size(); ++i)
-      if (model.params()[i].trainable)
+    for (size_t i = 0; i < model.params().size(); ++i) {
+      if (model.params()[i].trainable) {
         EXPECT_LT(rel_err(model.value(i).to_host_f32(), ref.values()[i]), 2e-3) << model.params()[i].name;
+      }
+    }
     // B moved off zero, and the base did not move at all.
     EXPECT_GT(std::sqrt(std::inner_product(got.begin(), got.end(), got.begin(), 0.0)), 0.0);
     EXPECT_TRUE(base_bytes(model) == before) << "a frozen weight, code or scale changed";

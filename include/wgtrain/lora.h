@@ -177,7 +177,8 @@ std::unique_ptr<Llama> fuse(const Llama& model, const LoraAdapters& lora);
 // ("optimizer.m.NAME", "optimizer.v.NAME"), the model's trainable parameters (norm gains with Trainable::Norms) and
 // their moments, and as metadata the LoRA config, the model config, the caller's state JSON and a checksum of every
 // tensor byte. Written atomically (a temporary file, fsync, rename), as checkpoints are. The moments are arenas laid
-// out as lora.adamw_params and model.adamw_params take them (the model's may be null when it has no arena).
+// out as lora.adamw_params and model.adamw_params take them (the model's may be null when it has no arena). The model
+// must be Trainable::None or Trainable::Norms (a whole model that trains is save_checkpoint's).
 void save_lora_checkpoint(const std::string& path, const Llama& model, const LoraAdapters& lora,
                           const Tensor& lora_m, const Tensor& lora_v, const Tensor* model_m, const Tensor* model_v,
                           const std::string& state_json);

@@ -59,6 +59,9 @@ void save_lora_checkpoint(const std::string& path, const Llama& model, const Lor
                           const std::string& state_json) {
   const char* what = "save_lora_checkpoint";
   if (&lora.model() != &model) throw ArgumentError(std::string(what) + ": the adapters belong to another model");
+  // A LoRA checkpoint holds float32 tensors only: trainable q4 linears (their codes and scales) are save_checkpoint's.
+  if (model.trainable() == Trainable::All)
+    throw ArgumentError(std::string(what) + ": the whole model trains (Trainable::All): save it with save_checkpoint");
   check_moments(what, &lora_m, &lora_v, lora.arena_size());
   check_moments(what, model_m, model_v, model.arena_size());
   st::Contents c;
