@@ -52,7 +52,15 @@ std::vector<int32_t> random_tokens(const LlamaConfig& c, int64_t n, std::mt19937
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("wgtrain_lora_" + std::to_string(::getpid()));
+  // One folder per test process, removed when the process exits.
+  static const struct Scratch {
+    fs::path dir = fs::temp_directory_path() / ("wgtrain_lora_" + std::to_string(::getpid()));
+    ~Scratch() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } scratch_dir;
+  const fs::path& dir = scratch_dir.dir;
   fs::create_directories(dir);
   fs::remove_all(dir / name);
   return dir / name;
