@@ -181,6 +181,7 @@ class Llama {
 
   // Adapters added to the linears' outputs (LoRA); nullptr for none. The hook must outlive its use.
   void set_linear_hook(const LinearHook* hook) { hook_ = hook; }
+  const LinearHook* linear_hook() const { return hook_; }
   Device& device() const { return *device_; }
 
  private:

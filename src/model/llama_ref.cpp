@@ -6,7 +6,9 @@
 #include <limits>
 
 #include "ops/adamw/adamw_ref.h"
+#include "ops/dropout/dropout_ref.h"
 #include "ops/q4gsw/q4gsw_ref.h"
+#include "wgtrain/dropout.h"
 #include "wgtrain/error.h"
 
 namespace wgtrain::ref {
@@ -218,6 +220,9 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
     L.q = mul_nt(L.h, W[I.wq], N, d, qd);
     L.k = mul_nt(L.h, W[I.wk], N, d, kvd);
     L.v = mul_nt(L.h, W[I.wv], N, d, kvd);
+    lora_forward(I.wq, L.h, L.q, N);
+    lora_forward(I.wk, L.h, L.k, N);
+    lora_forward(I.wv, L.h, L.v, N);
     if (I.bq >= 0) add_bias(L.q, W[I.bq], N, qd);
     if (I.bk >= 0) add_bias(L.k, W[I.bk], N, kvd);
     if (I.bv >= 0) add_bias(L.v, W[I.bv], N, kvd);
@@ -258,6 +263,7 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
         }
       }
     Mat att = mul_nt(L.o, W[I.wo], N, qd, d);
+    lora_forward(I.wo, L.o, att, N);
     if (I.bo >= 0) add_bias(att, W[I.bo], N, d);
     for (size_t i = 0; i < x.size(); ++i) x[i] += att[i];
     L.x_mid = x;
@@ -266,9 +272,12 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
     L.r2 = n2.r;
     L.a1 = mul_nt(L.h2, W[I.gate], N, d, hidden);
     L.a3 = mul_nt(L.h2, W[I.up], N, d, hidden);
+    lora_forward(I.gate, L.h2, L.a1, N);
+    lora_forward(I.up, L.h2, L.a3, N);
     L.m.resize(L.a1.size());
     for (size_t i = 0; i < L.m.size(); ++i) L.m[i] = silu(L.a1[i]) * L.a3[i];
-    const Mat f = mul_nt(L.m, W[I.down], N, hidden, d);
+    Mat f = mul_nt(L.m, W[I.down], N, hidden, d);
+    lora_forward(I.down, L.m, f, N);
     for (size_t i = 0; i < x.size(); ++i) x[i] += f[i];
   }
   const Norm nf = rms_forward(x, W[gf], N, d, c.norm_eps);
@@ -293,6 +302,10 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
   if (!with_grads) return loss;
 
   for (size_t i = 0; i < grads_.size(); ++i) grads_[i].assign(W[i].size(), 0.0);
+  for (Lora& a : lora_) {
+    a.ga.assign(a.a.size(), 0.0);
+    a.gb.assign(a.b.size(), 0.0);
+  }
   auto& G = grads_;
   acc_tn(G[head], dlogits, nf.y, N, V, d);
   Mat dx = rms_backward(mul_nn(dlogits, W[head], N, V, d), x, W[gf], nf.r, N, d, G[gf]);
@@ -302,7 +315,8 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
     const Idx& I = idx[l];
     // MLP: x = x_mid + (silu(h2 Wgate^T) * h2 Wup^T) Wdown^T
     acc_tn(G[I.down], dx, L.m, N, d, hidden);
-    const Mat dm = mul_nn(dx, W[I.down], N, d, hidden);
+    Mat dm = mul_nn(dx, W[I.down], N, d, hidden);
+    lora_backward(I.down, dx, dm);
     Mat da1(dm.size()), da3(dm.size());
     for (size_t i = 0; i < dm.size(); ++i) {
       da1[i] = dm[i] * L.a3[i] * silu_grad(L.a1[i]);
@@ -313,12 +327,15 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
     Mat dh2 = mul_nn(da1, W[I.gate], N, hidden, d);
     const Mat dh2b = mul_nn(da3, W[I.up], N, hidden, d);
     for (size_t i = 0; i < dh2.size(); ++i) dh2[i] += dh2b[i];
+    lora_backward(I.gate, da1, dh2);
+    lora_backward(I.up, da3, dh2);
     const Mat dmid = rms_backward(dh2, L.x_mid, W[I.gn2], L.r2, N, d, G[I.gn2]);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += dmid[i];
     // Attention: x_mid = x_in + o Wo^T (+ bo)
     acc_tn(G[I.wo], dx, L.o, N, d, qd);
     if (I.bo >= 0) acc_bias(G[I.bo], dx, N, d);
-    const Mat dO = mul_nn(dx, W[I.wo], N, d, qd);
+    Mat dO = mul_nn(dx, W[I.wo], N, d, qd);
+    lora_backward(I.wo, dx, dO);
     Mat dq(L.q.size(), 0.0), dk(L.k.size(), 0.0), dv(L.v.size(), 0.0);
     std::vector<double> dp(static_cast<size_t>(T));
     for (int64_t b = 0; b < B; ++b)
@@ -363,6 +380,9 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
     Mat dh = mul_nn(dq, W[I.wq], N, qd, d);
     const Mat dhk = mul_nn(dk, W[I.wk], N, kvd, d), dhv = mul_nn(dv, W[I.wv], N, kvd, d);
     for (size_t i = 0; i < dh.size(); ++i) dh[i] += dhk[i] + dhv[i];
+    lora_backward(I.wq, dq, dh);
+    lora_backward(I.wk, dk, dh);
+    lora_backward(I.wv, dv, dh);
     const Mat din = rms_backward(dh, L.x_in, W[I.gn1], L.r1, N, d, G[I.gn1]);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += din[i];
   }
@@ -387,7 +407,103 @@ double LlamaRef::train_step(const std::vector<int32_t>& tokens, int64_t batch, i
     else
       weights_[i] = values_[i];
   }
+  auto to_f32 = [](std::vector<double>& v) {
+    for (auto& e : v) e = static_cast<float>(e);
+  };
+  for (Lora& a : lora_) {
+    adamw_step(a.a, a.ma, a.va, a.ga, lr, o.beta1, o.beta2, o.eps, o.weight_decay, step);
+    adamw_step(a.b, a.mb, a.vb, a.gb, lr, o.beta1, o.beta2, o.eps, o.weight_decay, step);
+    for (auto* vec : {&a.a, &a.ma, &a.va, &a.b, &a.mb, &a.vb}) to_f32(*vec);
+  }
   return l;
+}
+
+// ---- LoRA -----------------------------------------------------------------------------------------------------------
+
+LoraLinear lora_linear(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& a,
+                       const std::vector<double>& b, const std::vector<double>& mask, int64_t n, int64_t in,
+                       int64_t out, int64_t r, double scale, const std::vector<double>& dy) {
+  LoraLinear g;
+  Mat xd = x;
+  if (!mask.empty())
+    for (size_t i = 0; i < xd.size(); ++i) xd[i] *= mask[i];
+  Mat u = mul_nt(xd, a, n, in, r);
+  for (auto& e : u) e *= scale;
+  g.y = mul_nt(x, w, n, in, out);
+  const Mat lora_y = mul_nt(u, b, n, r, out);
+  for (size_t i = 0; i < g.y.size(); ++i) g.y[i] += lora_y[i];
+  // Backward: dB = dy^T u; du = dy B; dA = scale du^T xd; dx = dy W + m * (scale du A).
+  g.db.assign(b.size(), 0.0);
+  g.da.assign(a.size(), 0.0);
+  acc_tn(g.db, dy, u, n, out, r);
+  Mat dz = mul_nn(dy, b, n, out, r);
+  for (auto& e : dz) e *= scale;
+  acc_tn(g.da, dz, xd, n, r, in);
+  Mat dxd = mul_nn(dz, a, n, r, in);
+  if (!mask.empty())
+    for (size_t i = 0; i < dxd.size(); ++i) dxd[i] *= mask[i];
+  g.dx = mul_nn(dy, w, n, out, in);
+  for (size_t i = 0; i < g.dx.size(); ++i) g.dx[i] += dxd[i];
+  return g;
+}
+
+void LlamaRef::set_lora(const LoraAdapters& lora) {
+  lora_.clear();
+  lora_of_.assign(params_.size(), -1);
+  for (size_t i = 0; i < lora.adapters().size(); ++i) {
+    const LoraAdapters::Adapter& ad = lora.adapters()[i];
+    Lora a;
+    a.param = ad.param;
+    a.in = ad.in;
+    a.out = ad.out;
+    a.rank = ad.rank;
+    a.scale = ad.scale;
+    a.stream = static_cast<uint32_t>(i);
+    const auto av = lora.a(i).to_host_f32(), bv = lora.b(i).to_host_f32();
+    a.a.assign(av.begin(), av.end());
+    a.b.assign(bv.begin(), bv.end());
+    for (auto* vec : {&a.ma, &a.va}) vec->assign(a.a.size(), 0.0);
+    for (auto* vec : {&a.mb, &a.vb}) vec->assign(a.b.size(), 0.0);
+    lora_of_[ad.param] = static_cast<int>(i);
+    lora_.push_back(std::move(a));
+  }
+  lora_saved_.assign(lora_.size(), {});
+  lora_p_ = lora.config().dropout;
+  lora_seed_ = lora.config().seed;
+}
+
+void LlamaRef::set_lora_dropout(bool on, uint64_t counter) {
+  lora_dropout_ = on;
+  lora_counter_ = counter;
+}
+
+void LlamaRef::lora_forward(int64_t param, const std::vector<double>& x, std::vector<double>& y, int64_t n) {
+  if (param < 0 || static_cast<size_t>(param) >= lora_of_.size() || lora_of_[param] < 0) return;
+  const Lora& a = lora_[lora_of_[param]];
+  LoraSaved& s = lora_saved_[lora_of_[param]];
+  s.n = n;
+  s.xd = x;
+  s.mask.clear();
+  if (lora_dropout_ && lora_p_ > 0) {
+    s.mask = dropout_mask(ops::dropout_key(lora_seed_, lora_counter_), a.stream, n * a.in, lora_p_);
+    for (size_t i = 0; i < s.xd.size(); ++i) s.xd[i] *= s.mask[i];
+  }
+  s.u = mul_nt(s.xd, a.a, n, a.in, a.rank);
+  for (auto& e : s.u) e *= a.scale;
+  const Mat add = mul_nt(s.u, a.b, n, a.rank, a.out);
+  for (size_t i = 0; i < y.size(); ++i) y[i] += add[i];
+}
+
+void LlamaRef::lora_backward(int64_t param, const std::vector<double>& dy, std::vector<double>& dx) {
+  if (param < 0 || static_cast<size_t>(param) >= lora_of_.size() || lora_of_[param] < 0) return;
+  Lora& a = lora_[lora_of_[param]];
+  const LoraSaved& s = lora_saved_[lora_of_[param]];
+  acc_tn(a.gb, dy, s.u, s.n, a.out, a.rank);
+  Mat dz = mul_nn(dy, a.b, s.n, a.out, a.rank);
+  for (auto& e : dz) e *= a.scale;
+  acc_tn(a.ga, dz, s.xd, s.n, a.rank, a.in);
+  const Mat dxd = mul_nn(dz, a.a, s.n, a.rank, a.in);
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] += s.mask.empty() ? dxd[i] : dxd[i] * s.mask[i];
 }
 
 }  // namespace wgtrain::ref

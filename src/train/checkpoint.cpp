@@ -9,17 +9,15 @@
 #include "wgtrain/error.h"
 #include "wgtrain/q4gsw.h"
 #include "wgtrain/safetensors.h"
+#include "train/checkpoint_format.h"
 
 namespace wgtrain {
 
 namespace st = safetensors;
 
-namespace {
+namespace detail {
 
-constexpr const char* kFormat = "wgtrain-checkpoint-1";
-
-// FNV-1a over each tensor's name and bytes, in name order.
-std::string checksum(const st::Contents& c) {
+std::string checkpoint_checksum(const st::Contents& c) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const uint8_t* p, size_t n) {
     for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -33,11 +31,6 @@ std::string checksum(const st::Contents& c) {
   return buf;
 }
 
-std::string base_of(const std::string& weight_name) {
-  const std::string suffix = ".weight";
-  return weight_name.substr(0, weight_name.size() - suffix.size());
-}
-
 st::Array f32_array(const float* data, const Shape& shape) {
   st::Array a;
   a.dtype = "F32";
@@ -47,8 +40,8 @@ st::Array f32_array(const float* data, const Shape& shape) {
   return a;
 }
 
-const st::Array& need(const st::Contents& c, const std::string& path, const std::string& name, const char* dtype,
-                      const Shape& shape) {
+const st::Array& need_tensor(const st::Contents& c, const std::string& path, const std::string& name,
+                             const char* dtype, const Shape& shape) {
   auto it = c.tensors.find(name);
   if (it == c.tensors.end()) throw Error("checkpoint '" + path + "' has no tensor '" + name + "'");
   if (it->second.dtype != dtype || it->second.shape != shape)
@@ -57,23 +50,41 @@ const st::Array& need(const st::Contents& c, const std::string& path, const std:
   return it->second;
 }
 
-st::Contents read_checked(const std::string& path) {
+st::Contents read_checked(const std::string& path, const std::string& format, const std::string& kind) {
   st::Contents c;
   try {
     c = st::load(path);
   } catch (const Error& e) {
-    throw Error("cannot read checkpoint '" + path + "': " + e.what());
+    throw Error("cannot read " + kind + " '" + path + "': " + e.what());
   }
   auto meta = [&](const char* key) {
     auto it = c.metadata.find(key);
     return it == c.metadata.end() ? std::string() : it->second;
   };
-  if (meta("format") != kFormat)
-    throw Error("'" + path + "' is not a wgtrain checkpoint (format '" + meta("format") + "', expected '" + kFormat +
+  if (meta("format") != format)
+    throw Error("'" + path + "' is not a wgtrain " + kind + " (format '" + meta("format") + "', expected '" + format +
                 "')");
-  if (meta("checksum") != checksum(c))
-    throw Error("checkpoint '" + path + "' is corrupt: its data does not match its checksum");
+  if (meta("checksum") != checkpoint_checksum(c))
+    throw Error(kind + " '" + path + "' is corrupt: its data does not match its checksum");
   return c;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr const char* kFormat = "wgtrain-checkpoint-1";
+
+std::string base_of(const std::string& weight_name) {
+  const std::string suffix = ".weight";
+  return weight_name.substr(0, weight_name.size() - suffix.size());
+}
+
+st::Contents read_checked(const std::string& path) { return detail::read_checked(path, kFormat, "checkpoint"); }
+
+const st::Array& need(const st::Contents& c, const std::string& path, const std::string& name, const char* dtype,
+                      const Shape& shape) {
+  return detail::need_tensor(c, path, name, dtype, shape);
 }
 
 CheckpointInfo info_of(const st::Contents& c, const std::string& path) {
@@ -105,13 +116,13 @@ void save_checkpoint(const std::string& path, const Llama& model, const Tensor* 
   for (size_t i = 0; i < model.params().size(); ++i) {
     const Llama::Param& p = model.params()[i];
     if (p.trainable) {
-      c.tensors[p.name] = f32_array(values.data() + p.offset, p.shape);
+      c.tensors[p.name] = detail::f32_array(values.data() + p.offset, p.shape);
       if (m) {
-        c.tensors["optimizer.m." + p.name] = f32_array(mh.data() + p.offset, p.shape);
-        c.tensors["optimizer.v." + p.name] = f32_array(vh.data() + p.offset, p.shape);
+        c.tensors["optimizer.m." + p.name] = detail::f32_array(mh.data() + p.offset, p.shape);
+        c.tensors["optimizer.v." + p.name] = detail::f32_array(vh.data() + p.offset, p.shape);
       }
     } else if (p.q4 < 0) {
-      c.tensors[p.name] = f32_array(model.value(i).to_host_f32().data(), p.shape);
+      c.tensors[p.name] = detail::f32_array(model.value(i).to_host_f32().data(), p.shape);
     }
     if (p.q4 < 0) continue;
     const Q4Weight& w = model.q4_weights()[p.q4];
@@ -126,7 +137,7 @@ void save_checkpoint(const std::string& path, const Llama& model, const Tensor* 
   c.metadata["config"] = model.config().to_json();
   if (!state_json.empty()) c.metadata["state"] = state_json;
   if (m) c.metadata["optimizer"] = "adamw";
-  c.metadata["checksum"] = checksum(c);
+  c.metadata["checksum"] = detail::checkpoint_checksum(c);
   st::save(path, c);
 }
 
