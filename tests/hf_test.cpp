@@ -3,9 +3,9 @@
 // export and re-import, and bad directories as one-line errors.
 //
 // Tolerances: float32 logits within 1e-4 of the largest |logit| (transformers computes in float32 on the CPU,
-// wgtrain on the GPU: other summation orders); q4gsw logits within 0.25 relative (Frobenius) of the float32 ones
-// (4-bit weights at these tiny, noisy sizes: measured about 0.1); greedy tokens equal while transformers' top two
-// logits differ by more than 1e-4.
+// wgtrain on the GPU: other summation orders); q4gsw logits within 1e-4 of a float32 model holding the dequantised
+// weights, and within 0.4 relative (Frobenius) of transformers' float32 ones (4-bit weights at these tiny random
+// sizes: measured 0.2-0.3); greedy tokens equal while transformers' top two logits differ by more than 1e-4.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -83,7 +83,8 @@ TEST(HfImport, EveryArchitectureGivesTransformersLogits) {
     for (size_t i = 0; i < got.size(); ++i) err = std::max(err, static_cast<double>(std::fabs(got[i] - want[i])));
     EXPECT_LT(err, 1e-4 * max_abs(want)) << "max |logit| " << max_abs(want);
 
-    // The same checkpoint with q4gsw block linears: close, and the report names every linear kind.
+    // The same checkpoint with q4gsw block linears: the report names every linear kind, and the logits are those
+    // of a float32 model holding the dequantised weights (the q4 GEMMs compute exactly that model).
     hf::ImportReport q4report;
     const auto q4 = hf::load_model(device(), dir.string(), {}, &q4report);
     EXPECT_EQ(q4report.quantisation_error.size(), 7u);
@@ -91,13 +92,20 @@ TEST(HfImport, EveryArchitectureGivesTransformersLogits) {
       EXPECT_GT(e, 0.01) << kind;
       EXPECT_LT(e, 0.2) << kind;
     }
-    const std::vector<float> gq = logits_of(*q4, rows);
-    double num = 0, den = 0;
+    LlamaConfig deq_config = q4->config();
+    deq_config.quantize_blocks = false;
+    Llama deq(device(), deq_config, Llama::NoInit{}, Trainable::None);
+    deq.load_weights([&](const Llama::Param& p) { return q4->host_value(q4->index_of(p.name)); });
+    const std::vector<float> gq = logits_of(*q4, rows), gd = logits_of(deq, rows);
+    double qerr = 0, num = 0, den = 0;
     for (size_t i = 0; i < gq.size(); ++i) {
+      qerr = std::max(qerr, static_cast<double>(std::fabs(gq[i] - gd[i])));
       num += (gq[i] - want[i]) * (gq[i] - want[i]);
       den += want[i] * want[i];
     }
-    EXPECT_LT(std::sqrt(num / den), 0.25);
+    EXPECT_LT(qerr, 1e-4 * max_abs(gd));
+    // And 4-bit weights are still this model: at these tiny random sizes they move the logits by 20-30%.
+    EXPECT_LT(std::sqrt(num / den), 0.4);
   }
 }
 
@@ -297,7 +305,7 @@ TEST(HfImport, BadDirectoriesAreOneLineErrorsNamingTheProblem) {
   {
     const fs::path d = broken_copy("qwen3", "wrong_arch");  // Qwen3 weights read as Llama: q/k norms left over
     edit_config(d, [](json& j) { j["architectures"] = {"LlamaForCausalLM"}; });
-    expect(d, "q_norm");
+    expect(d, "_norm.weight', which LlamaForCausalLM");
   }
 }
 
