@@ -118,6 +118,7 @@ detail::DeviceImpl& Tensor::device_impl() const {
 int64_t Tensor::size(int dim) const { return shape_[normalize_dim(dim, rank())]; }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to gather (and contiguous_strides gives a 0-size dim stride 1)
   int64_t expect = 1;
   for (int i = rank() - 1; i >= 0; --i) {
     if (shape_[i] != 1 && strides_[i] != expect) return false;

@@ -162,6 +162,10 @@ Contents parse(std::span<const uint8_t> file) {
 }
 
 Contents load(const std::string& path) {
+  // A directory opens as a stream on Linux and fails only on the first read, as a bare basic_filebuf error.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw FormatError("safetensors: '" + path + "' is a directory, not a safetensors file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw FormatError("safetensors: cannot open '" + path + "': " + std::strerror(errno));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -318,6 +322,10 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     throw FormatError("safetensors: cannot read '" + path + "': " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw FormatError("safetensors: '" + path + "' is a directory, not a safetensors file");
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

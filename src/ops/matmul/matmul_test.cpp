@@ -73,6 +73,11 @@ TEST(Mm, TransposedViewsNeedNoCopy) {
 
 TEST(Mm, EmptyDims) {
   EXPECT_EQ(ops::mm(upload(random_host({0, 3})), upload(random_host({3, 5}))).shape(), (Shape{0, 5}));
+  // N = 0 (and M = N = 0): an empty result, not a complaint about reshaping views.
+  EXPECT_EQ(ops::mm(upload(random_host({2, 3})), upload(random_host({3, 0}))).shape(), (Shape{2, 0}));
+  EXPECT_EQ(ops::mm(upload(random_host({0, 0})), upload(random_host({0, 0}))).shape(), (Shape{0, 0}));
+  EXPECT_EQ(ops::bmm(upload(random_host({2, 3, 4})), upload(random_host({2, 4, 0}))).shape(), (Shape{2, 3, 0}));
+  EXPECT_EQ(ops::linear(upload(random_host({2, 3, 0})), upload(random_host({4, 0}))).shape(), (Shape{2, 3, 4}));
   // K = 0: every output is an empty sum.
   const Tensor c = ops::mm(upload(random_host({4, 0})), upload(random_host({0, 3})));
   EXPECT_TRUE(all_close(c, ref::HostTensor({4, 3}), 0, 0));
