@@ -1,8 +1,13 @@
 // Checkpoint files: the model's parameters, q4 codes and scales, optimizer moments, config and state, checksummed.
 #include "wgtrain/checkpoint.h"
 
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -87,22 +92,25 @@ const st::Array& need(const st::Contents& c, const std::string& path, const std:
   return detail::need_tensor(c, path, name, dtype, shape);
 }
 
-CheckpointInfo info_of(const st::Contents& c, const std::string& path) {
+CheckpointInfo info_of(const std::map<std::string, std::string>& metadata, const std::string& path) {
   CheckpointInfo info;
   try {
-    info.config = LlamaConfig::from_json(c.metadata.at("config"));
+    info.config = LlamaConfig::from_json(metadata.at("config"));
   } catch (const std::exception& e) {
     throw Error("checkpoint '" + path + "': its model config is unusable: " + e.what());
   }
-  if (auto it = c.metadata.find("state"); it != c.metadata.end()) info.state = it->second;
-  info.has_optimizer = c.metadata.count("optimizer") && c.metadata.at("optimizer") == "adamw";
+  if (auto it = metadata.find("state"); it != metadata.end()) info.state = it->second;
+  info.has_optimizer = metadata.count("optimizer") && metadata.at("optimizer") == "adamw";
+  if (auto it = metadata.find("tokenizer"); it != metadata.end()) info.tokenizer_hash = it->second;
   return info;
 }
+
+CheckpointInfo info_of(const st::Contents& c, const std::string& path) { return info_of(c.metadata, path); }
 
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Llama& model, const Tensor* m, const Tensor* v,
-                     const std::string& state_json) {
+                     const std::string& state_json, const std::string& tokenizer_hash) {
   if ((m == nullptr) != (v == nullptr)) throw ArgumentError("save_checkpoint: give both moments or neither");
   st::Contents c;
   std::vector<float> values, mh, vh;
@@ -137,18 +145,72 @@ void save_checkpoint(const std::string& path, const Llama& model, const Tensor* 
   c.metadata["config"] = model.config().to_json();
   if (!state_json.empty()) c.metadata["state"] = state_json;
   if (m) c.metadata["optimizer"] = "adamw";
+  if (!tokenizer_hash.empty()) c.metadata["tokenizer"] = tokenizer_hash;
   c.metadata["checksum"] = detail::checkpoint_checksum(c);
   st::save(path, c);
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) { return info_of(read_checked(path), path); }
 
+CheckpointInfo peek_checkpoint_info(const std::string& path) {
+  std::map<std::string, std::string> metadata;
+  try {
+    metadata = st::MappedFile(path).metadata();
+  } catch (const Error& e) {
+    throw Error("cannot read checkpoint '" + path + "': " + e.what());
+  }
+  const auto format = metadata.find("format");
+  const std::string got = format == metadata.end() ? "" : format->second;
+  if (got != kFormat)
+    throw Error("'" + path + "' is not a wgtrain checkpoint (format '" + got + "', expected '" + kFormat + "')");
+  return info_of(metadata, path);
+}
+
+std::string tokenizer_file_hash(const std::string& tokenizer_path) {
+  if (std::filesystem::is_directory(tokenizer_path))
+    throw Error("cannot read tokenizer '" + tokenizer_path + "': it is a directory");
+  std::ifstream in(tokenizer_path, std::ios::binary);
+  if (!in) throw Error("cannot read tokenizer '" + tokenizer_path + "': " + std::strerror(errno));
+  uint64_t h = 0xcbf29ce484222325ull;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    const std::streamsize n = in.gcount();
+    for (std::streamsize i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(buf[i])) * 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("fnv1a64:") + hex;
+}
+
+void check_tokenizer_binding(const CheckpointInfo& info, const std::string& checkpoint_path,
+                             const std::string& tokenizer_path) {
+  if (info.tokenizer_hash.empty()) return;
+  const std::string here = tokenizer_file_hash(tokenizer_path);
+  if (here != info.tokenizer_hash)
+    throw Error("'" + tokenizer_path + "' is not the tokenizer '" + checkpoint_path + "' was trained with (" +
+                here + ", the checkpoint names " + info.tokenizer_hash +
+                "): put that run's tokenizer.json back, or train anew");
+}
+
+std::vector<std::string> config_differences(const LlamaConfig& a, const LlamaConfig& b) {
+  const auto ja = nlohmann::json::parse(a.to_json()), jb = nlohmann::json::parse(b.to_json());
+  std::vector<std::string> out;
+  for (const auto& [key, va] : ja.items()) {
+    const auto vb = jb.contains(key) ? jb.at(key) : nlohmann::json();
+    if (va != vb) out.push_back(key + " " + va.dump() + " vs " + vb.dump());
+  }
+  return out;
+}
+
 CheckpointInfo load_checkpoint(const std::string& path, Llama& model, const Tensor* m, const Tensor* v) {
   const st::Contents c = read_checked(path);
   CheckpointInfo info = info_of(c, path);
-  if (info.config.to_json() != model.config().to_json())
-    throw Error("checkpoint '" + path + "' holds a different model:\n" + info.config.to_json() +
-                "\nthe model here is:\n" + model.config().to_json());
+  if (const auto diff = config_differences(info.config, model.config()); !diff.empty()) {
+    std::string list;
+    for (const auto& d : diff) list += (list.empty() ? "" : ", ") + d;
+    throw Error("checkpoint '" + path + "' holds a different model than the one here (checkpoint vs here: " + list +
+                ")");
+  }
   const bool moments = m != nullptr;
   if (moments && !info.has_optimizer)
     throw Error("checkpoint '" + path + "' has no optimizer state to resume from (it holds weights only)");

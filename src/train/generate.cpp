@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "wgtrain/chat_template.h"
 #include "wgtrain/checkpoint.h"
@@ -23,6 +25,28 @@ std::unique_ptr<Llama> load_run_model(Device& device, const std::string& run_dir
     throw Error("'" + run_dir + "' is neither a wgtrain run (no checkpoint.safetensors) nor a Hugging Face model "
                 "directory (no config.json with model.safetensors)");
   const CheckpointInfo info = read_checkpoint_info(ckpt.string());
+  // The run's files must belong together: a checkpoint or tokenizer copied in from another run would otherwise fail
+  // deep inside (a token id past the embedding) or, worse, run on with the wrong text.
+  const fs::path config = fs::path(run_dir) / "config.json";
+  if (fs::exists(config)) {
+    std::ifstream in(config);
+    std::stringstream text;
+    text << in.rdbuf();
+    LlamaConfig described;
+    try {
+      described = LlamaConfig::from_json(text.str());
+    } catch (const Error& e) {
+      throw Error("'" + config.string() + "' is unusable: " + e.what());
+    }
+    if (const auto diff = config_differences(info.config, described); !diff.empty()) {
+      std::string list;
+      for (const auto& d : diff) list += (list.empty() ? "" : ", ") + d;
+      throw Error("'" + ckpt.string() + "' is not the model '" + config.string() + "' describes (checkpoint vs " +
+                  "config.json: " + list + "): the run's files come from different runs");
+    }
+  }
+  const fs::path tokenizer = fs::path(run_dir) / "tokenizer.json";
+  if (fs::exists(tokenizer)) check_tokenizer_binding(info, ckpt.string(), tokenizer.string());
   auto model = std::make_unique<Llama>(device, info.config, Llama::NoInit{}, trainable);
   load_checkpoint(ckpt.string(), *model, nullptr, nullptr);
   return model;
@@ -35,6 +59,10 @@ Generator::Generator(Device& device, const std::string& dir, const hf::ImportOpt
   } else {
     owned_model_ = load_run_model(device, dir, Trainable::None);
     owned_tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load_dir(dir));
+    if (owned_tokenizer_->vocab_size() > owned_model_->config().vocab_size)
+      throw Error("the tokenizer in '" + dir + "' has " + std::to_string(owned_tokenizer_->vocab_size()) +
+                  " tokens and the model only " + std::to_string(owned_model_->config().vocab_size) +
+                  ": they come from different runs");
   }
   model_ = owned_model_.get();
   tokenizer_ = owned_tokenizer_.get();
