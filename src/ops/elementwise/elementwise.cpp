@@ -64,6 +64,46 @@ const std::map<std::string, UnaryRow>& unary_table() {
   return t;
 }
 
+// What each op computes, in its own terms (self, other, alpha, the scalar): `wgtrain ops` shows these rather than the
+// WGSL expressions above.
+const std::map<std::string, const char*>& summaries() {
+  static const std::map<std::string, const char*> t = {
+      {"add", "self + alpha * other"},
+      {"sub", "self - alpha * other"},
+      {"mul", "self * other"},
+      {"div", "self / other"},
+      {"maximum", "the larger of self and other, element by element"},
+      {"minimum", "the smaller of self and other, element by element"},
+      {"silu_backward", "gradient of silu: grad_output * s * (1 + self * (1 - s)), s = sigmoid(self)"},
+      {"sigmoid_backward", "gradient of sigmoid from its output: grad_output * output * (1 - output)"},
+      {"tanh_backward", "gradient of tanh from its output: grad_output * (1 - output^2)"},
+      {"add.Scalar", "self + other"},
+      {"sub.Scalar", "self - other"},
+      {"mul.Scalar", "self * other"},
+      {"div.Scalar", "self / other"},
+      {"neg", "-self"},
+      {"abs", "|self|"},
+      {"sign", "the sign of self: -1, 0 or 1"},
+      {"exp", "e^self"},
+      {"log", "natural logarithm of self"},
+      {"sqrt", "square root of self"},
+      {"rsqrt", "1 / sqrt(self)"},
+      {"reciprocal", "1 / self"},
+      {"sigmoid", "1 / (1 + e^-self)"},
+      {"silu", "self * sigmoid(self)"},
+      {"tanh", "hyperbolic tangent of self"},
+      {"sin", "sine of self (radians)"},
+      {"cos", "cosine of self (radians)"},
+      {"pow.Scalar", "self ^ exponent"},
+  };
+  return t;
+}
+
+const char* summary_of(const std::string& op) {
+  const auto it = summaries().find(op);
+  return it == summaries().end() ? "" : it->second;
+}
+
 const char* pick(const char* f32, const char* i32, DType t, const std::string& op) {
   const char* e = t == DType::F32 ? f32 : (t == DType::I32 ? i32 : nullptr);
   if (!e) throw ArgumentError(op + ": not defined for " + dtype_name(t) + " tensors");
@@ -141,7 +181,7 @@ void register_elementwise_ops(Registry& r) {
     OpSchema s;
     s.name = name;
     s.family = "elementwise";
-    s.summary = backward ? "gradient map: " + std::string(row.tensor_f32) : std::string(row.tensor_f32);
+    s.summary = summary_of(name);
     s.inputs = backward ? std::vector<std::string>{"grad_output", name == "silu_backward" ? "self" : "output"}
                         : std::vector<std::string>{"self", "other"};
     if (has_alpha) s.args = {{"alpha", "float", "1", "scale of other"}};
@@ -161,7 +201,7 @@ void register_elementwise_ops(Registry& r) {
     OpSchema sc;
     sc.name = name + ".Scalar";
     sc.family = "elementwise";
-    sc.summary = std::string(row.scalar_f32) + " (s: the scalar `other`)";
+    sc.summary = summary_of(name + ".Scalar");
     sc.inputs = {"self"};
     sc.args = {{"other", "float", "", "the scalar (required)"}};
     sc.outputs = {"out"};
@@ -177,7 +217,7 @@ void register_elementwise_ops(Registry& r) {
     OpSchema s;
     s.name = name;
     s.family = "elementwise";
-    s.summary = row.f32;
+    s.summary = summary_of(name);
     s.inputs = {"self"};
     const bool scalar = name == "pow.Scalar";
     if (scalar) s.args = {{"exponent", "float", "", "the exponent (required)"}};

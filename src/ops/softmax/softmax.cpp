@@ -89,7 +89,7 @@ void register_softmax_ops(Registry& r) {
     OpSchema s;
     s.name = log ? "_log_softmax" : "_softmax";
     s.family = "softmax";
-    s.summary = log ? "log(softmax(self)) along dim, computed as x - max - log(sum exp(x - max))"
+    s.summary = log ? "log(softmax(self)) along dim, computed as self - max - log(sum exp(self - max))"
                     : "exp(self - max) / sum(exp(self - max)) along dim";
     s.inputs = {"self"};
     s.args = {{"dim", "int", "-1", "the dim to normalise over (negative counts from the end)"}};
