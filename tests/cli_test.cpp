@@ -1,18 +1,25 @@
 // The wgtrain binary, as a user runs it.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include "cli/progress.h"
 
 extern char** environ;
 
@@ -116,12 +123,376 @@ TEST(Cli, CtrlCSavesACheckpointAndResumeFinishesTheRun) {
   fs::remove_all(dir);
 }
 
+namespace fs = std::filesystem;
+
+// A directory for one test, removed after it.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(fs::temp_directory_path() / ("wgtrain-cli-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+};
+
+// The options of a run small enough for a step in milliseconds on llvmpipe: a byte-level model (no BPE merges to
+// learn) on 220 KB of text, written into `s`.
+std::string small_run(const Scratch& s) {
+  std::ofstream(s / "model.json") << R"({"vocab_size": 256, "dim": 32, "n_layers": 1, "n_heads": 2,
+                                         "n_kv_heads": 1, "ffn_dim": 64, "max_seq_len": 16})";
+  const char* words[] = {"the", "jury", "said", "it", "did", "find", "that", "many", "of", "city", "election",
+                         "laws", "are", "outmoded", "or", "inadequate", "and", "often", "ambiguous", "."};
+  std::ofstream text(s / "corpus.txt");
+  uint64_t x = 1;
+  for (int i = 0; i < 40000; ++i) {  // 220 KB: the validation split takes every 20th 8 KB block
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    text << words[(x >> 33) % 20] << ((i % 17 == 16) ? "\n" : " ");
+  }
+  return "--config '" + (s / "model.json") + "' --data '" + (s / "corpus.txt") +
+         "' --batch-size 2 --seq-len 16 --eval-batches 1";
+}
+
+std::string file_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The wgtrain binary run in the background, its output (stdout and stderr) read through a pipe or a terminal.
+class Child {
+ public:
+  // `columns` > 0: on a pseudo-terminal that wide.
+  explicit Child(const std::vector<std::string>& args, int columns = 0) {
+    std::vector<std::string> full = {WGTRAIN_CLI_PATH};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int ours = -1, theirs = -1;
+    if (columns > 0) {
+      winsize ws{};
+      ws.ws_row = 24;
+      ws.ws_col = static_cast<unsigned short>(columns);
+      if (openpty(&ours, &theirs, nullptr, nullptr, &ws) != 0) throw std::runtime_error("openpty failed");
+    } else {
+      int p[2];
+      if (pipe(p) != 0) throw std::runtime_error("pipe failed");
+      ours = p[0];
+      theirs = p[1];
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, theirs, 1);
+    posix_spawn_file_actions_adddup2(&fa, theirs, 2);
+    posix_spawn_file_actions_addclose(&fa, ours);
+    posix_spawn_file_actions_addclose(&fa, theirs);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(theirs);
+    fd_ = ours;
+    if (rc != 0) throw std::runtime_error("posix_spawn failed");
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+  // Reads until the output contains `text` (true) or the output ends or `seconds` pass (false).
+  bool read_until(const std::string& text, double seconds = 120) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (output.find(text) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      std::array<char, 4096> buf;
+      const ssize_t n = read(fd_, buf.data(), buf.size());
+      if (n <= 0) return false;  // end of output (a terminal says EIO once its last writer is gone)
+      output.append(buf.data(), static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // Reads the rest of the output and returns the exit status (-1: killed by a signal).
+  int wait() {
+    read_until(std::string(1, '\0'), 600);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void signal(int sig) { kill(pid_, sig); }
+  std::string output;
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
+// Words of a command line, split at spaces (no quoting: the tests' paths have none).
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) out.push_back(w[0] == '\'' ? w.substr(1, w.size() - 2) : w);
+  return out;
+}
+
 TEST(Cli, BadInputGivesAOneLineErrorAndNonZeroExit) {
   Result r = run("devices --backend nonsense");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("unknown backend 'nonsense'"), std::string::npos) << r.output;
   r = run("no-such-command");
   EXPECT_NE(r.status, 0);
+}
+
+
+TEST(Cli, AnUnknownCommandIsNamed) {
+  const Result r = run("frobnicate --now");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("unknown command 'frobnicate'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train"), std::string::npos) << r.output;  // the commands there are
+}
+
+// Zero is not "the default" (leaving the option out is), and values outside an option's range are errors before
+// any work starts, naming the option.
+TEST(Cli, ZeroNegativeAndNonFiniteValuesAreRefusedByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train --steps 0", "--steps"},
+      {"train --batch-size 0", "--batch-size"},
+      {"train --seq-len 0", "--seq-len"},
+      {"train --weight-decay -1", "--weight-decay"},
+      {"train --seed -1", "--seed"},
+      {"train --lr inf", "--lr"},
+      {"train --lr nan", "--lr"},
+      {"train --lr 0", "--lr"},
+      {"train --min-lr-ratio 2", "--min-lr-ratio"},
+      {"train --eval-every 0", "--eval-every"},
+      {"train --save-every -3", "--save-every"},
+      {"train --warmup -1", "--warmup"},
+      {"generate --model x --max-tokens -5", "--max-tokens"},
+      {"generate --model x --temperature nan", "--temperature"},
+      {"generate --model x --top-k -1", "--top-k"},
+      {"generate --model x --seed -1", "--seed"},
+  };
+  for (const auto& [args, option] : cases) {
+    const Result r = run(args);
+    EXPECT_NE(r.status, 0) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(option), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("corpus"), std::string::npos) << args << ": work started\n" << r.output;
+  }
+  const Result r = run("train --steps 0");
+  EXPECT_NE(r.output.find("leave --steps out for the default"), std::string::npos) << r.output;
+}
+
+// Typing the same command twice must not destroy the first run; --overwrite starts over on purpose.
+TEST(Cli, ADirectoryHoldingARunIsNotOverwrittenUnasked) {
+  const Scratch s("twice");
+  const std::string train = "train " + small_run(s) + " --out '" + (s / "run") + "'";
+  Result r = run(train + " --steps 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string checkpoint = file_text(s / "run/checkpoint.safetensors");
+  const std::string csv = file_text(s / "run/loss.csv");
+  r = run(train + " --steps 2");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("already holds a run (checkpoint at step 2)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--resume"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--overwrite"), std::string::npos) << r.output;
+  EXPECT_EQ(file_text(s / "run/checkpoint.safetensors"), checkpoint);
+  EXPECT_EQ(file_text(s / "run/loss.csv"), csv);
+  r = run(train + " --overwrite --steps 3");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("deleted the previous run"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("done: step 3"), std::string::npos) << r.output;
+  r = run(train + " --overwrite --resume");
+  EXPECT_NE(r.status, 0) << r.output;
+}
+
+// SIGTERM (kill, systemd, container runtimes) stops a run as Ctrl-C does: after the step, with a checkpoint. While
+// the run lives, a second run in its directory is refused.
+TEST(Cli, SigtermSavesAndARunningRunsDirectoryIsLocked) {
+  const Scratch s("sigterm");
+  const std::string out = s / "run";
+  std::vector<std::string> args = words("train " + small_run(s) + " --steps 100000 --eval-every 100000");
+  args.insert(args.end(), {"--out", out});
+  Child first(args);
+  ASSERT_TRUE(first.read_until("\nstep ")) << first.output;
+  const Result second = run("train " + small_run(s) + " --steps 3 --overwrite --out '" + out + "'");
+  EXPECT_EQ(second.status, 1) << second.output;
+  EXPECT_NE(second.output.find("is in use by another wgtrain run"), std::string::npos) << second.output;
+  first.signal(SIGTERM);
+  EXPECT_EQ(first.wait(), 128 + SIGTERM) << first.output;
+  EXPECT_NE(first.output.find("interrupted (SIGTERM) at step "), std::string::npos) << first.output;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "checkpoint.safetensors")) << first.output;
+}
+
+// A save killed midway (kill -9) leaves its temporary file; the next run in the directory removes it.
+TEST(Cli, AStaleTemporaryIsRemovedByTheNextRun) {
+  const Scratch s("stale");
+  const std::string out = s / "run";
+  ASSERT_EQ(run("train " + small_run(s) + " --steps 1 --out '" + out + "'").status, 0);
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const fs::path tmp = fs::path(out) / ("checkpoint.safetensors.tmp." + std::to_string(gone));
+  std::ofstream(tmp) << "half a checkpoint";
+  const Result r = run("train --resume --steps 2 --out '" + out + "'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_NE(r.output.find("left by a save that never finished"), std::string::npos) << r.output;
+}
+
+// --resume keeps every setting of the run; the cadence of checkpoints and validation may change, with a note;
+// anything that would change the run's trajectory is refused by name.
+TEST(Cli, ResumeKeepsTheRunsSettings) {
+  const Scratch s("resume");
+  const std::string out = s / "run";
+  ASSERT_EQ(run("train " + small_run(s) + " --steps 2 --eval-every 2 --save-every 3 --lr 0.002 --out '" + out + "'")
+                .status,
+            0);
+  Result r = run("train --resume --steps 6 --out '" + out + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  // Validation every 2 steps still (not the default 100): rows 4 and 6 have a validation loss.
+  const std::string csv = file_text(fs::path(out) / "loss.csv");
+  for (const char* row : {"\n4,", "\n6,"}) {
+    const auto at = csv.find(row);
+    ASSERT_NE(at, std::string::npos) << csv;
+    const std::string line = csv.substr(at + 1, csv.find('\n', at + 1) - at - 1);
+    int commas = 0;
+    size_t val_begin = 0;
+    for (size_t i = 0; i < line.size() && commas < 4; ++i)
+      if (line[i] == ',' && ++commas == 4) val_begin = i + 1;
+    EXPECT_NE(line[val_begin], ',') << "no validation loss at: " << line;
+  }
+  // A different learning rate, data or model would make another run: refused, naming the option.
+  r = run("train --resume --lr 0.01 --out '" + out + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--lr 0.01 would change it (the run has 0.002)"), std::string::npos) << r.output;
+  r = run("train --resume --config small --out '" + out + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--config small would change it"), std::string::npos) << r.output;
+  r = run("train --resume --data fortunes --out '" + out + "'");
+  EXPECT_NE(r.output.find("--data fortunes would change it"), std::string::npos) << r.output;
+  // Repeating the run's own value is no change.
+  r = run("train --resume --lr 0.002 --batch-size 2 --steps 7 --save-every 5 --out '" + out + "'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("note: --save-every 5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("note: --steps 7"), std::string::npos) << r.output;
+}
+
+TEST(Cli, ProblemsAreReportedBeforeAnyWork) {
+  const Scratch s("before");
+  const std::string run_options = small_run(s);
+  // A regular file as --out.
+  std::ofstream(s / "file") << "x";
+  Result r = run("train " + run_options + " --out '" + (s / "file") + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("is a file, not a directory"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("corpus"), std::string::npos) << r.output;
+  // An oversized model: named, with sizes, before the corpus is read.
+  std::ofstream(s / "huge.json") << R"({"vocab_size": 256, "dim": 100000, "n_layers": 4, "n_heads": 4,
+                                        "n_kv_heads": 2, "max_seq_len": 16})";
+  r = run("train --config '" + (s / "huge.json") + "' --data '" + (s / "corpus.txt") + "' --out '" + (s / "huge") +
+          "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("dim 100000"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("TiB"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("corpus"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("bad_alloc"), std::string::npos) << r.output;
+  // A config file that leaves fields out is told which.
+  std::ofstream(s / "partial.json") << R"({"vocab_size": 256, "dim": 32, "n_layers": 1, "n_heads": 2,
+                                           "n_kv_heads": 1, "max_seq_len": 16})";
+  r = run("train --config '" + (s / "partial.json") + "' --data '" + (s / "corpus.txt") +
+          "' --steps 1 --batch-size 2 --eval-batches 1 --out '" + (s / "partial") + "'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("does not give"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rope_theta"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("does not give architecture, vocab_size"), std::string::npos) << r.output;
+  // --init-from with another model's --config.
+  r = run("train --init-from '" + (s / "partial") + "' --config tiny --data '" + (s / "corpus.txt") + "' --out '" +
+          (s / "tuned") + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("is not the model --init-from"), std::string::npos) << r.output;
+}
+
+TEST(Cli, RunOpOnADirectorySaysSo) {
+  const Scratch s("run-op");
+  const Result r = run("run-op mm --in '" + s.dir.string() + "' --out '" + (s / "out.safetensors") + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("is a directory, not a safetensors file"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("basic_filebuf"), std::string::npos) << r.output;
+}
+
+TEST(Cli, DevicesNamesItsFeaturesAndWhatTheyDo) {
+  const Result r = run("devices");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("0x"), std::string::npos) << r.output;  // no raw feature numbers
+  EXPECT_EQ(r.output.find("vendor:       \n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("timestamp-query"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("times kernels on the GPU"), std::string::npos) << r.output;
+  // A subgroup size only beside subgroups that shaders can use.
+  const bool subgroups = r.output.find("  subgroups         enabled") != std::string::npos;
+  EXPECT_EQ(r.output.find(" lanes\n") != std::string::npos, subgroups) << r.output;
+}
+
+TEST(Cli, OpSummariesSpeakInTheOpsOwnTerms) {
+  const Result r = run("ops");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* internal : {"p.fscalar", "p.iscalar", "x0", "x1", "inverseSqrt", "pow_scalar"})
+    EXPECT_EQ(r.output.find(internal), std::string::npos) << internal << "\n" << r.output;
+  EXPECT_NE(r.output.find("self + alpha * other"), std::string::npos) << r.output;
+}
+
+// The progress line fits the terminal it is drawn on (a 60-column pseudo-terminal here), and the first time left
+// it shows is not extrapolated from the first step, whose time includes one-time work.
+TEST(Cli, TheProgressLineFitsTheTerminal) {
+  const Scratch s("pty");
+  std::vector<std::string> args = words("train " + small_run(s) + " --steps 6 --eval-every 3");
+  args.insert(args.end(), {"--out", s / "run"});
+  Child child(args, 60);
+  EXPECT_EQ(child.wait(), 0) << child.output;
+  ASSERT_NE(child.output.find("step 6/6"), std::string::npos) << child.output;
+  std::string segment;
+  for (char c : child.output + "\n") {
+    if (c == '\r' || c == '\n') {
+      if (segment.rfind("step ", 0) == 0) EXPECT_LE(segment.size(), 59u) << "'" << segment << "'";
+      segment.clear();
+    } else {
+      segment.push_back(c);
+    }
+  }
+  const auto first = child.output.find("step 1/6");
+  ASSERT_NE(first, std::string::npos) << child.output;
+  const std::string line = child.output.substr(first, child.output.find_first_of("\r\n", first) - first);
+  EXPECT_NE(line.find("ETA --:--"), std::string::npos) << line;
+}
+
+TEST(CliProgress, TheEtaWaitsForStepsAfterTheFirst) {
+  wgtrain::cli::EtaEstimator eta(0, 100);
+  eta.step(1, 60.0);  // the first step: a minute of one-time work
+  EXPECT_FALSE(eta.remaining());
+  eta.step(2, 61.0);
+  eta.step(3, 62.0);
+  EXPECT_FALSE(eta.remaining());
+  eta.step(4, 63.0);
+  ASSERT_TRUE(eta.remaining());
+  EXPECT_DOUBLE_EQ(*eta.remaining(), 96.0);  // a second a step, not 16 seconds
+  // A resumed run counts from where it resumed.
+  wgtrain::cli::EtaEstimator resumed(50, 100);
+  resumed.step(51, 30.0);
+  for (int s = 52; s <= 55; ++s) resumed.step(s, 30.0 + 2.0 * (s - 51));
+  EXPECT_DOUBLE_EQ(*resumed.remaining(), 90.0);
+}
+
+TEST(CliProgress, LinesFitTheWidthBarestLast) {
+  using wgtrain::cli::fit_line;
+  EXPECT_EQ(fit_line({"abc"}, 6), "abc  ");
+  EXPECT_EQ(fit_line({"a long line", "short"}, 8), "short  ");
+  EXPECT_EQ(fit_line({"a long line", "still long"}, 6), "still");
+  EXPECT_EQ(fit_line({"abc"}, 0), "a");
 }
 
 }  // namespace

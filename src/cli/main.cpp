@@ -3,15 +3,20 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "cli/backend.h"
 #include "cli/bench.h"
+#include "cli/checks.h"
 #include "cli/tokenize.h"
 #include "cli/model.h"
 #include "cli/train.h"
 #include "gpu/dawn.h"
+#include "gpu/features.h"
+#include "gpu/webgpu_abi.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
 #include "wgtrain/registry.h"
@@ -63,16 +68,25 @@ int cmd_devices(const std::string& backend) {
   const DeviceLimits& l = dev.limits();
   const DeviceFeatures& f = dev.features();
   std::printf("adapter:      %s\n", i.name.c_str());
-  std::printf("vendor:       %s%s%s\n", i.vendor.c_str(), i.architecture.empty() ? "" : " / ",
-              i.architecture.c_str());
+  // llvmpipe reports no vendor: say so, and what the adapter is, rather than print an empty field.
+  std::string vendor = i.vendor;
+  if (vendor.empty()) vendor = i.software ? "(none reported; a CPU rasteriser)" : "(none reported)";
+  if (!i.architecture.empty()) vendor += " / " + i.architecture;
+  std::printf("vendor:       %s\n", vendor.c_str());
   std::printf("driver:       %s\n", i.driver.c_str());
   std::printf("backend:      %s%s\n", i.backend_label.c_str(), i.compatibility_mode ? " (compatibility mode)" : "");
   std::printf("type:         %s\n", i.adapter_type.c_str());
-  if (i.subgroup_max) std::printf("subgroups:    %u..%u lanes\n", i.subgroup_min, i.subgroup_max);
+  // The adapter reports a subgroup size even where shaders cannot use subgroups (llvmpipe's OpenGL backend).
+  if (i.subgroup_max && f.subgroups)
+    std::printf("subgroups:    %u..%u lanes\n", i.subgroup_min, i.subgroup_max);
+  else
+    std::printf("subgroups:    not available to shaders (the subgroups feature is not offered)\n");
   std::printf("library:      %s\n", gpu::dawn_library_path().c_str());
   std::printf("\nlimits granted to the device:\n");
   std::printf("  max buffer size                 %s\n", human_bytes(l.max_buffer_size).c_str());
-  std::printf("  max storage buffer binding      %s\n", human_bytes(l.max_storage_binding_size).c_str());
+  std::printf("  max storage buffer binding      %s  (the largest tensor a kernel reads whole; the trainable "
+              "weights are one)\n",
+              human_bytes(l.max_storage_binding_size).c_str());
   std::printf("  max uniform buffer binding      %s\n", human_bytes(l.max_uniform_binding_size).c_str());
   std::printf("  storage buffers per stage       %u\n", l.max_storage_buffers_per_stage);
   std::printf("  workgroup storage               %s\n", human_bytes(l.max_workgroup_storage).c_str());
@@ -82,14 +96,32 @@ int cmd_devices(const std::string& backend) {
   std::printf("  workgroups per dimension        %u\n", l.max_workgroups_per_dim);
   std::printf("  uniform / storage offset align  %u / %u\n", l.min_uniform_offset_alignment,
               l.min_storage_offset_alignment);
-  std::printf("\nfeatures:\n");
-  std::printf("  timestamp-query   %s\n", f.timestamp_query ? "yes" : "no");
-  std::printf("  shader-f16        %s\n", f.shader_f16 ? "yes" : "no");
-  std::printf("  subgroups         %s\n", f.subgroups ? "yes" : "no");
-  std::printf("  subgroup-matrix   %s (offered by the adapter; not enabled)\n", f.subgroup_matrix ? "yes" : "no");
-  std::printf("  adapter offers    ");
-  for (size_t k = 0; k < f.adapter_raw.size(); ++k) std::printf("%s0x%x", k ? " " : "", f.adapter_raw[k]);
-  std::printf("\n");
+  std::printf("\nfeatures wgtrain can use:\n");
+  const std::pair<uint32_t, bool> used[] = {{webgpu::WGPUFeatureName_TimestampQuery, f.timestamp_query},
+                                            {webgpu::WGPUFeatureName_ShaderF16, f.shader_f16},
+                                            {webgpu::WGPUFeatureName_Subgroups, f.subgroups},
+                                            {webgpu::WGPUFeatureName_SubgroupMatrix, false}};
+  for (const auto& [feature, enabled] : used) {
+    const bool offered = std::find(f.adapter_raw.begin(), f.adapter_raw.end(), feature) != f.adapter_raw.end();
+    std::string name = gpu::feature_name(feature);
+    if (name.rfind("chromium-experimental-", 0) == 0) name = name.substr(22);  // to fit the column
+    std::printf("  %-16s  %-11s  %s\n", name.c_str(), enabled ? "enabled" : offered ? "offered" : "not offered",
+                gpu::feature_use(feature).c_str());
+  }
+  // The rest, by name, wrapped: rendering and Dawn's own features, which training has no use for.
+  std::printf("other features the adapter offers (rendering, texture formats, Dawn internals: unused here):\n");
+  std::string line;
+  for (uint32_t raw : f.adapter_raw) {
+    if (!gpu::feature_use(raw).empty()) continue;
+    std::string name = gpu::feature_name(raw);
+    if (name.empty()) name = "feature " + std::to_string(raw) + " (unknown to this build)";
+    if (!line.empty() && line.size() + name.size() + 2 > 100) {
+      std::printf("  %s,\n", line.c_str());
+      line.clear();
+    }
+    line += (line.empty() ? "" : ", ") + name;
+  }
+  std::printf("  %s\n", line.empty() ? "none" : line.c_str());
   return 0;
 }
 
@@ -176,8 +208,12 @@ int main(int argc, char** argv) {
   bench->add_option("--json", bench_opt.json_path, "also write the results as JSON lines to this file");
   bench->add_flag("--quick", bench_opt.quick, "small sizes, to check the command anywhere");
   bench->add_option("--train-config", bench_opt.train_config, "train_step: the model preset")->capture_default_str();
-  bench->add_option("--train-batch", bench_opt.train_batch, "train_step: sequences per step")->capture_default_str();
-  bench->add_option("--train-seq", bench_opt.train_seq, "train_step: tokens per sequence")->capture_default_str();
+  bench->add_option("--train-batch", bench_opt.train_batch, "train_step: sequences per step")
+      ->capture_default_str()
+      ->check(cli::integer_at_least(1));
+  bench->add_option("--train-seq", bench_opt.train_seq, "train_step: tokens per sequence")
+      ->capture_default_str()
+      ->check(cli::integer_at_least(1));
   bench->add_option("--dump", bench_opt.dump_dir,
                     "train_step: write its initial weights, batch and first losses here (for bench/torch_llama.py)");
 
@@ -185,23 +221,42 @@ int main(int argc, char** argv) {
   train_opt.train.out_dir.clear();  // default: runs/<model>-<data>
   TrainOptions& t = train_opt.train;
   auto* train = app.add_subcommand("train", "train (or fine-tune) a Llama-style model with q4gsw linears on a corpus");
+  // Zero and negative values are errors, not defaults: a default is spelled by leaving the option out.
+  using cli::integer_at_least;
+  using cli::number_in;
+  const double inf = std::numeric_limits<double>::infinity();
   train->add_option("--config", t.model, "model: a preset (tiny, small, base) or a JSON file such as configs/small.json")
       ->capture_default_str();
   train->add_option("--data", t.data, "corpus: brown, fortunes, or a UTF-8 text file")->capture_default_str();
-  train->add_option("--steps", t.steps, "train up to this step (default 600; a resumed run: its own)");
+  train->add_option("--steps", t.steps, "train up to this step (default 600; a resumed run: its own)")
+      ->check(integer_at_least(1, "leave --steps out for the default"));
   train->add_option("--out", t.out_dir, "run directory (default runs/<config>-<data>)");
-  train->add_flag("--resume", t.resume, "continue the run in --out from its checkpoint, bit for bit");
+  auto* resume = train->add_flag("--resume", t.resume, "continue the run in --out from its checkpoint, bit for bit");
+  train->add_flag("--overwrite", train_opt.overwrite, "start over in an --out that holds a run (deletes that run)")
+      ->excludes(resume);
   train->add_option("--init-from", t.init_from, "fine-tune: start from the model in this run directory");
-  train->add_option("--batch-size", t.batch_size, "sequences per step (default: 16 on a GPU, 8 on a CPU)");
-  train->add_option("--seq-len", t.seq_len, "tokens per sequence (default: max_seq_len on a GPU, 64 on a CPU)");
-  train->add_option("--lr", t.lr, "peak learning rate")->capture_default_str();
-  train->add_option("--min-lr-ratio", t.min_lr_ratio, "final learning rate / peak (cosine decay)")->capture_default_str();
-  train->add_option("--warmup", t.warmup, "linear warm-up steps")->capture_default_str();
-  train->add_option("--weight-decay", t.weight_decay, "AdamW weight decay on matrices")->capture_default_str();
-  train->add_option("--eval-every", t.eval_every, "validation loss every N steps")->capture_default_str();
-  train->add_option("--eval-batches", t.eval_batches, "validation batches")->capture_default_str();
-  train->add_option("--save-every", t.save_every, "checkpoint every N steps")->capture_default_str();
-  train->add_option("--seed", t.seed, "initialisation and batch order")->capture_default_str();
+  train->add_option("--batch-size", t.batch_size, "sequences per step (default: 16 on a GPU, 8 on a CPU)")
+      ->check(integer_at_least(1, "leave --batch-size out for the default"));
+  train->add_option("--seq-len", t.seq_len, "tokens per sequence (default: max_seq_len on a GPU, 64 on a CPU)")
+      ->check(integer_at_least(1, "leave --seq-len out for the default"));
+  train->add_option("--lr", t.lr, "peak learning rate")->capture_default_str()->check(number_in(0, inf, true));
+  train->add_option("--min-lr-ratio", t.min_lr_ratio, "final learning rate / peak (cosine decay)")
+      ->capture_default_str()
+      ->check(number_in(0, 1));
+  train->add_option("--warmup", t.warmup, "linear warm-up steps")->capture_default_str()->check(integer_at_least(0));
+  train->add_option("--weight-decay", t.weight_decay, "AdamW weight decay on matrices")
+      ->capture_default_str()
+      ->check(number_in(0, inf));
+  train->add_option("--eval-every", t.eval_every, "validation loss every N steps")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  train->add_option("--eval-batches", t.eval_batches, "validation batches")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  train->add_option("--save-every", t.save_every, "checkpoint every N steps")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  train->add_option("--seed", t.seed, "initialisation and batch order")->capture_default_str()->check(cli::unsigned_integer());
   train->add_option("--backend", train_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
 
   cli::GenerateCliOptions gen_opt;
@@ -212,10 +267,18 @@ int main(int argc, char** argv) {
   generate->add_option("--prompt", gen_opt.generate.prompt, "text to continue (with --chat: the user's message)");
   generate->add_flag("--chat", gen_opt.generate.chat, "format the prompt with the model's chat template");
   generate->add_option("--system", gen_opt.generate.system, "with --chat: a system message");
-  generate->add_option("--max-tokens", gen_opt.generate.max_tokens, "tokens to generate at most")->capture_default_str();
-  generate->add_option("--temperature", gen_opt.generate.temperature, "0: greedy")->capture_default_str();
-  generate->add_option("--top-k", gen_opt.generate.top_k, "sample among the k likeliest (0: all)")->capture_default_str();
-  generate->add_option("--seed", gen_opt.generate.seed, "sampling seed")->capture_default_str();
+  generate->add_option("--max-tokens", gen_opt.generate.max_tokens, "tokens to generate at most")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
+  generate->add_option("--temperature", gen_opt.generate.temperature, "0: greedy")
+      ->capture_default_str()
+      ->check(number_in(0, inf));
+  generate->add_option("--top-k", gen_opt.generate.top_k, "sample among the k likeliest (0: all)")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
+  generate->add_option("--seed", gen_opt.generate.seed, "sampling seed")
+      ->capture_default_str()
+      ->check(cli::unsigned_integer());
   generate->add_flag("--no-quantize", gen_opt.no_quantize, "a Hugging Face model: keep its linears float32 (not q4gsw)");
   generate->add_option("--group-size", gen_opt.import.group_size, "a Hugging Face model: q4gsw group size (32, 64, 128)")
       ->capture_default_str();
@@ -231,11 +294,24 @@ int main(int argc, char** argv) {
   exporter->add_flag("--overwrite", export_opt.overwrite, "replace --out if it exists");
   exporter->add_option("--backend", export_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
 
+  // CLI11 reports an unknown command only as an unexpected argument: name it, and the commands there are.
+  const std::function<bool(CLI::App*)> every = [](CLI::App*) { return true; };
+  const std::vector<CLI::App*> commands = app.get_subcommands(every);
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(), [&](CLI::App* c) { return c->check_name(argv[1]); })) {
+    std::string names;
+    for (const auto* sub : commands) names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::fprintf(stderr, "wgtrain: unknown command '%s' (commands: %s; wgtrain --help describes them)\n", argv[1],
+                 names.c_str());
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  for (const auto* opt : train->get_options())
+    if (opt->count() > 0 && !opt->get_lnames().empty()) train_opt.given.insert(opt->get_lnames().front());
   try {
     if (*devices) return cmd_devices(backend);
     if (*ops) return cmd_ops(verbose);

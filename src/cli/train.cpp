@@ -1,33 +1,74 @@
-// wgtrain train and wgtrain generate: a progress line, Ctrl-C that saves, and the run's summary.
+// wgtrain train and wgtrain generate: checks before any work, a progress line, Ctrl-C and SIGTERM that save, and the
+// run's summary.
 #include "cli/train.h"
 
 #include "cli/backend.h"
+#include "cli/progress.h"
 
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "wgtrain/checkpoint.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
+#include "wgtrain/memory_estimate.h"
+#include "wgtrain/run_dir.h"
 #include "wgtrain/trainer.h"
 
 namespace wgtrain::cli {
 
 namespace {
 
-Trainer* g_trainer = nullptr;
+namespace fs = std::filesystem;
+using nlohmann::json;
 
-extern "C" void on_interrupt(int) {
-  // Only async-signal-safe calls here: an atomic store and write(2).
+Trainer* g_trainer = nullptr;
+volatile std::sig_atomic_t g_signal = 0;  // the signal that asked the run to stop
+
+extern "C" void on_interrupt(int sig) {
+  // Only async-signal-safe calls here: an atomic store, write(2) and signal(2).
+  g_signal = sig;
   if (g_trainer) g_trainer->request_stop();
-  static const char msg[] = "\nwgtrain: stopping after this step and saving a checkpoint (Ctrl-C again to abort)\n";
-  (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+  static const char int_msg[] =
+      "\nwgtrain: stopping after this step and saving a checkpoint (Ctrl-C again to abort)\n";
+  static const char term_msg[] =
+      "\nwgtrain: SIGTERM: stopping after this step and saving a checkpoint (a second signal aborts)\n";
+  if (sig == SIGTERM)
+    (void)!::write(STDERR_FILENO, term_msg, sizeof term_msg - 1);
+  else
+    (void)!::write(STDERR_FILENO, int_msg, sizeof int_msg - 1);
+  // A second signal of either kind ends the process at once.
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
 }
+
+// SIGINT and SIGTERM (what kill, systemd and container runtimes send) stop the run after its step, with a
+// checkpoint, for as long as this lives.
+class StopOnSignals {
+ public:
+  explicit StopOnSignals(Trainer& trainer) {
+    g_signal = 0;
+    g_trainer = &trainer;
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+  }
+  ~StopOnSignals() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    g_trainer = nullptr;
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+};
 
 std::string clock_text(double seconds) {
   const long s = static_cast<long>(seconds + 0.5);
@@ -55,6 +96,96 @@ std::string stem(const std::string& s) {
   return name.empty() ? s : name;
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// --config: a preset or a JSON file. A file that leaves fields out is told which took their defaults.
+LlamaConfig config_of(const std::string& model, bool note_defaults) {
+  for (const auto& name : LlamaConfig::preset_names())
+    if (model == name) return LlamaConfig::preset(name);
+  if (!fs::is_regular_file(model))
+    throw ArgumentError("--config '" + model + "' is neither a preset (" + join(LlamaConfig::preset_names()) +
+                        ") nor a JSON file");
+  std::vector<std::string> defaulted;
+  const LlamaConfig c = LlamaConfig::from_json(read_file(model), &defaulted);
+  if (note_defaults && !defaulted.empty())
+    std::printf("note: %s does not give %s: their defaults are used (the run's config.json spells out every "
+                "field)\n",
+                model.c_str(), join(defaulted).c_str());
+  return c;
+}
+
+std::string json_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// --resume continues a run with every setting it had. An option given with it that would change the run's
+// trajectory is refused by name (unless it repeats the run's value); steps and the save/validation cadence may
+// change, with a note.
+void resume_settings(TrainOptions& o, const std::set<std::string>& given, const json& saved,
+                     const LlamaConfig& saved_config) {
+  const std::string dir = o.out_dir;
+  auto refuse = [&](const std::string& flag, const std::string& value, const std::string& was) {
+    throw ArgumentError("--resume continues the run in '" + dir + "' with its own settings: --" + flag + " " +
+                        value + " would change it (the run has " + was + "); leave --" + flag +
+                        " out, or start a new run in another --out");
+  };
+  if (given.count("config")) {
+    const auto diff = config_differences(saved_config, config_of(o.model, false));
+    if (!diff.empty()) refuse("config", o.model, "a different model: " + join(diff));
+  }
+  if (given.count("data") && o.data != saved.value("data", o.data)) {
+    const std::string was = saved.value("data", o.data);
+    std::error_code ec;
+    if (!fs::equivalent(o.data, was, ec)) refuse("data", o.data, "'" + was + "'");
+  }
+  if (given.count("init-from") && o.init_from != saved.value("init_from", o.init_from)) {
+    std::error_code ec;
+    const std::string was = saved.value("init_from", std::string());
+    if (!fs::equivalent(o.init_from, was, ec)) refuse("init-from", o.init_from, was.empty() ? "none" : "'" + was + "'");
+  }
+  auto fixed = [&](const char* flag, const char* key, auto& field) {
+    using T = std::decay_t<decltype(field)>;
+    if (!saved.contains(key)) return;
+    const T was = saved.at(key).get<T>();
+    if (given.count(flag) && field != was) refuse(flag, json_text(json(field)), json_text(saved.at(key)));
+    field = was;
+  };
+  fixed("batch-size", "batch_size", o.batch_size);
+  fixed("seq-len", "seq_len", o.seq_len);
+  fixed("lr", "lr", o.lr);
+  fixed("min-lr-ratio", "min_lr_ratio", o.min_lr_ratio);
+  fixed("warmup", "warmup", o.warmup);
+  fixed("weight-decay", "weight_decay", o.weight_decay);
+  fixed("seed", "seed", o.seed);
+  o.model = saved.value("model", o.model);
+  o.data = saved.value("data", o.data);
+  o.init_from = saved.value("init_from", o.init_from);
+  auto cadence = [&](const char* flag, const char* key, int64_t& field, const char* what) {
+    if (!saved.contains(key)) return;
+    const int64_t was = saved.at(key).get<int64_t>();
+    if (!given.count(flag)) {
+      field = was;
+    } else if (field != was) {
+      std::printf("note: --%s %lld: %s (the run had %lld)\n", flag, static_cast<long long>(field), what,
+                  static_cast<long long>(was));
+    }
+  };
+  cadence("steps", "steps", o.steps,
+          "the run now ends there, its learning-rate schedule (cosine decay) stretched or shortened to match");
+  cadence("save-every", "save_every", o.save_every, "checkpoints at that cadence from here on");
+  cadence("eval-every", "eval_every", o.eval_every, "validation at that cadence from here on");
+  cadence("eval-batches", "eval_batches", o.eval_batches, "validation over that many batches from here on");
+}
+
 }  // namespace
 
 void print_profile(Device& device) {
@@ -72,10 +203,67 @@ void print_profile(Device& device) {
 
 int run_train(const TrainCliOptions& cli) {
   TrainOptions o = cli.train;
+  const std::set<std::string>& given = cli.given;
   if (o.out_dir.empty()) o.out_dir = "runs/" + stem(o.init_from.empty() ? o.model : o.init_from) + "-" + stem(o.data);
+  if (o.resume && cli.overwrite) throw ArgumentError("--resume and --overwrite exclude each other");
+
+  // Everything that can be checked without a device, before any work: the run directory (lock, the rules that keep
+  // a run from being lost, writability), the settings a resumed run keeps, the model config.
+  if (!o.init_from.empty() && !o.resume) {
+    std::error_code ec;
+    if (fs::equivalent(o.init_from, o.out_dir, ec))
+      throw ArgumentError("--init-from and --out are the same directory ('" + o.out_dir +
+                          "'): the new run would replace the one it starts from; choose another --out");
+  }
+  const RunDirectory run_dir(o.out_dir, o.resume ? RunMode::Resume : cli.overwrite ? RunMode::Overwrite : RunMode::New);
+  for (const auto& f : run_dir.removed_temporaries())
+    std::printf("removed %s/%s, left by a save that never finished\n", o.out_dir.c_str(), f.c_str());
+  if (!run_dir.removed_run_files().empty())
+    std::printf("--overwrite: deleted the previous run in %s (%s)\n", o.out_dir.c_str(),
+                join(run_dir.removed_run_files()).c_str());
+  LlamaConfig config;
+  if (o.resume) {
+    const std::string ckpt = (fs::path(o.out_dir) / "checkpoint.safetensors").string();
+    const CheckpointInfo info = peek_checkpoint_info(ckpt);
+    check_tokenizer_binding(info, ckpt, (fs::path(o.out_dir) / "tokenizer.json").string());
+    json state;
+    try {
+      state = json::parse(info.state).at("options");
+    } catch (const std::exception& e) {
+      throw Error("--resume: the trainer state in '" + ckpt + "' is unusable: " + e.what());
+    }
+    resume_settings(o, given, state, info.config);
+    config = info.config;
+  } else if (!o.init_from.empty()) {
+    const std::string ckpt = (fs::path(o.init_from) / "checkpoint.safetensors").string();
+    if (!fs::exists(ckpt)) throw ArgumentError("--init-from '" + o.init_from + "' holds no run (no " + ckpt + ")");
+    const CheckpointInfo info = peek_checkpoint_info(ckpt);
+    check_tokenizer_binding(info, ckpt, (fs::path(o.init_from) / "tokenizer.json").string());
+    config = info.config;
+    if (given.count("config")) {
+      const auto diff = config_differences(info.config, config_of(o.model, false));
+      if (!diff.empty())
+        throw ArgumentError("--config '" + o.model + "' is not the model --init-from '" + o.init_from +
+                            "' holds (there vs --config: " + join(diff) + "); leave --config out to fine-tune it");
+    }
+  } else {
+    config = config_of(o.model, true);
+  }
+
   DeviceOptions dopt;
   dopt.backend = webgpu_only(cli.backend, "train");
   Device device = Device::open(dopt);
+  // The sizes the trainer will choose (TrainOptions), to check the model fits before the corpus and tokenizer work.
+  const bool software = device.info().software;
+  const int64_t batch = o.batch_size > 0 ? o.batch_size : (software ? 8 : 16);
+  const int64_t seq =
+      o.seq_len > 0 ? o.seq_len : (software ? std::min<int64_t>(64, config.max_seq_len) : config.max_seq_len);
+  if (seq > config.max_seq_len)
+    throw ArgumentError("--seq-len " + std::to_string(seq) + " is longer than the model's context (max_seq_len " +
+                        std::to_string(config.max_seq_len) + ")");
+  check_training_fits(estimate_training_memory(config, batch, seq), device.limits(), physical_memory_bytes(),
+                      software);
+
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   Trainer trainer(device, o, [](const std::string& line) { std::printf("%s\n", line.c_str()); std::fflush(stdout); });
   const int64_t first = trainer.step();
@@ -92,53 +280,53 @@ int run_train(const TrainCliOptions& cli) {
               o.out_dir.c_str());
   std::fflush(stdout);
 
-  g_trainer = &trainer;
-  std::signal(SIGINT, on_interrupt);
   double rate = 0;  // tokens/s, smoothed
   double last_val = NAN, last_loss = NAN;
   const int64_t every = std::max<int64_t>(1, (steps - first) / 50);
+  EtaEstimator eta(first, steps);
   Trainer::Outcome outcome;
-  try {
+  {
+    const StopOnSignals stop_on_signals(trainer);
     outcome = trainer.run([&](const StepInfo& s) {
       rate = rate == 0 ? s.tokens_per_second : 0.9 * rate + 0.1 * s.tokens_per_second;
       last_loss = s.loss;
       if (s.val_loss) last_val = *s.val_loss;
-      const double done = static_cast<double>(s.step - first), left = static_cast<double>(steps - s.step);
-      const double eta = done > 0 ? s.elapsed / done * left : 0;
+      eta.step(s.step, s.elapsed);
+      const std::optional<double> left = eta.remaining();
+      const std::string eta_text = left ? clock_text(*left) : "--:--";
       const int width = 24;
       const int filled = static_cast<int>(width * static_cast<double>(s.step) / static_cast<double>(steps));
       char val[32] = "";
       if (!std::isnan(last_val)) std::snprintf(val, sizeof val, " | val %.4f", last_val);
-      char line[256];
-      std::snprintf(line, sizeof line, "step %*lld/%lld [%s%s] loss %.4f%s | %s tok/s | %s, ETA %s%s",
-                    static_cast<int>(std::to_string(steps).size()), static_cast<long long>(s.step),
-                    static_cast<long long>(steps), std::string(filled, '#').c_str(),
-                    std::string(width - filled, '.').c_str(), s.loss,
-                    val,
-                    rate_text(rate).c_str(), clock_text(s.elapsed).c_str(), clock_text(eta).c_str(),
-                    s.saved ? " | saved" : "");
+      const int digits = static_cast<int>(std::to_string(steps).size());
+      char head[64], tail[160];
+      std::snprintf(head, sizeof head, "step %*lld/%lld", digits, static_cast<long long>(s.step),
+                    static_cast<long long>(steps));
+      std::snprintf(tail, sizeof tail, "loss %.4f%s | %s tok/s | %s, ETA %s%s", s.loss, val, rate_text(rate).c_str(),
+                    clock_text(s.elapsed).c_str(), eta_text.c_str(), s.saved ? " | saved" : "");
+      const std::string bar = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+      const std::string line = std::string(head) + " " + bar + " " + tail;
       if (tty) {
-        std::printf("\r%-120s", line);
+        // Fullest first; a narrow terminal drops the bar, then the elapsed time and rate.
+        char bare[96];
+        std::snprintf(bare, sizeof bare, "%s loss %.4f%s ETA %s", head, s.loss, val, eta_text.c_str());
+        std::printf("\r%s", fit_line({line, std::string(head) + " " + tail, bare}, terminal_columns(STDOUT_FILENO))
+                                .c_str());
         if (s.val_loss || s.step == steps) std::printf("\n");
       } else if (s.step == first + 1 || s.step % every == 0 || s.val_loss || s.step == steps) {
-        std::printf("%s\n", line);
+        std::printf("%s\n", line.c_str());
       }
       std::fflush(stdout);
     });
-  } catch (...) {
-    g_trainer = nullptr;
-    std::signal(SIGINT, SIG_DFL);
-    throw;
   }
-  g_trainer = nullptr;
-  std::signal(SIGINT, SIG_DFL);
   if (tty) std::printf("\n");
   print_profile(device);
   const std::string dir = o.out_dir;
   if (outcome == Trainer::Outcome::Interrupted) {
-    std::printf("interrupted at step %lld; checkpoint saved in %s\ncontinue with: wgtrain train --resume --out %s\n",
-                static_cast<long long>(trainer.step()), dir.c_str(), dir.c_str());
-    return 130;
+    const int sig = g_signal == SIGTERM ? SIGTERM : SIGINT;
+    std::printf("interrupted%s at step %lld; checkpoint saved in %s\ncontinue with: wgtrain train --resume --out %s\n",
+                sig == SIGTERM ? " (SIGTERM)" : "", static_cast<long long>(trainer.step()), dir.c_str(), dir.c_str());
+    return 128 + sig;
   }
   std::printf("done: step %lld, train loss %.4f, validation loss %.4f\n", static_cast<long long>(trainer.step()),
               last_loss, last_val);

@@ -1,6 +1,7 @@
 // The train command of the CLI.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "wgtrain/trainer.h"
@@ -10,9 +11,12 @@ namespace wgtrain::cli {
 struct TrainCliOptions {
   TrainOptions train;
   std::string backend = "auto";
+  bool overwrite = false;       // --overwrite: start over in a directory that holds a run
+  std::set<std::string> given;  // the long names of the options given on the command line ("lr", "steps", ...)
 };
 
-// Exit status: 0 when the run finished (or had nothing to do), 130 when Ctrl-C stopped it (after a checkpoint).
+// Exit status: 0 when the run finished (or had nothing to do); 128 + the signal when SIGINT (Ctrl-C: 130) or
+// SIGTERM (143) stopped it, after a checkpoint.
 int run_train(const TrainCliOptions& options);
 // The per-op profile gathered with WGTRAIN_PROFILE=1, as a table on stdout (nothing when not profiling).
 void print_profile(Device& device);
