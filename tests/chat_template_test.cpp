@@ -209,6 +209,23 @@ TEST(ChatTemplateFilters, StringMethods) {
             "1 and y ['a', 'b', 'c'] 00ab");
 }
 
+TEST(ChatTemplateFilters, PythonCornerCases) {
+  // Case mapping beyond ASCII, as str.upper() / str.lower() / str.title().
+  EXPECT_EQ(render("{{ 'héllo wörld straße' | upper }} {{ 'ÀÉÎ ΣΑΣ Жук' | lower }} {{ 'élan ünd' | title }}"),
+            "HÉLLO WÖRLD STRASSE àéî σας жук Élan Ünd");
+  // dict views and range print as Python's and are not JSON.
+  EXPECT_EQ(render("{{ {'a': 1}.items() }} {{ {'a': 1}.keys() }} {{ range(3) }} {{ range(1, 9, 3) | list }}"),
+            "dict_items([('a', 1)]) dict_keys(['a']) range(0, 3) [1, 4, 7]");
+  EXPECT_NE(error_of("{{ range(3) | tojson }}").find("Object of type range is not JSON serializable"), std::string::npos);
+  // round keeps ints, rounds halves to even; int() of a float truncates.
+  EXPECT_EQ(render("{{ 5 | round }} {{ 2.5 | round }} {{ 3.5 | round }} {{ 2.567 | round(2) }} {{ -0.0 | round(1, 'floor') }} {{ -3.7 | int }}"),
+            "5 2.0 4.0 2.57 0.0 -3");
+  // str % anything with __getitem__ tolerates unused arguments; format specs in str.format.
+  EXPECT_EQ(render("{{ 'a' % [1] }} {{ '%s|%5s|%-3d|' % ('x', 'y', 7) }} {{ '{:>5}|{:.2f}|{:03d}'.format('a', 3.14159, 7) }}"),
+            "a x|    y|7  |     a|3.14|007");
+  EXPECT_EQ(render("{{ 1e400 }} {{ -1e400 | tojson }} {{ [1, 2, 3] | batch(2) | list }}"), "inf -Infinity [[1, 2], [3]]");
+}
+
 TEST(ChatTemplateFilters, DictMethods) {
   const std::string extra = R"({"d": {"b": 1, "a": "x"}})";
   EXPECT_EQ(render("{{ d.get('a') }} {{ d.get('z') }} {{ d.get('z', 'dflt') }} {{ d.keys() | list }} {{ d.values() | list }}",

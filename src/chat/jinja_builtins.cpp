@@ -467,8 +467,8 @@ Value str_method(Renderer&, const std::string& name, const std::string& s, Args&
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     Bound b(a, name, {"chars"});
     const Value chars = b.get(0);
-    std::optional<std::string_view> set;
-    if (!chars.is_none()) set = need_str(chars, name + " arg");
+    if (chars.is_none()) return Value::string(strip_chars(s, std::nullopt, name != "rstrip", name != "lstrip"));
+    const std::string set = need_str(chars, name + " arg");
     return Value::string(strip_chars(s, set, name != "rstrip", name != "lstrip"));
   }
   if (name == "split" || name == "rsplit") {
@@ -1093,8 +1093,8 @@ Value f_tojson(Renderer&, const Value& v, Args& a) {
 Value f_trim(Renderer&, const Value& v, Args& a) {
   Bound b(a, "trim", {"chars"});
   const Value chars = b.get(0);
-  std::optional<std::string_view> set;
-  if (!chars.is_none()) set = need_str(chars, "chars");
+  if (chars.is_none()) return Value::string(strip_chars(to_str(v), std::nullopt, true, true));
+  const std::string set = need_str(chars, "chars");
   return Value::string(strip_chars(to_str(v), set, true, true));
 }
 
