@@ -457,6 +457,12 @@ TEST(ChatTemplateErrors, RuntimeErrorsNameTheLine) {
   EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
   EXPECT_NE(error_of("{% set x = 1 %}{% set x.a = 2 %}").find("non-namespace"), std::string::npos);
   EXPECT_NE(error_of("{{ 'abc'.encode() }}").find("not supported"), std::string::npos);
+  // Sizes a template asks for are bounded, never an allocation failure or a foreign exception.
+  for (const char* src : {"{{ 'x' | center(999999999999) }}", "{{ '%999999999999s' % 1 }}", "{{ 'a' | indent(10**12) }}",
+                          "{{ '{:999999999999}'.format(1) }}", "{{ [1] | tojson(indent=10**10) }}",
+                          "{{ [1, 2] * 10**12 }}"})
+    EXPECT_NE(error_of(src).find("too large"), std::string::npos) << src;
+  EXPECT_NE(error_of("{{ '{99999999999999999999999}'.format(1) }}").find("out of range"), std::string::npos);
 }
 
 TEST(ChatTemplateErrors, MalformedJsonInputIsAnArgumentError) {
