@@ -95,10 +95,11 @@ class Llama(torch.nn.Module):
                 self.wq[base] = dequant_bytes(t, tensors[base + ".scales"], k, cfg["group_size"]).to(device)
         hd = cfg["dim"] // cfg["n_heads"]
         half = hd // 2
-        t = torch.arange(cfg["max_seq_len"], dtype=torch.float64)[:, None]
-        freq = cfg["rope_theta"] ** (-2.0 * torch.arange(half, dtype=torch.float64) / hd)
-        self.cos = torch.cos(t * freq).float().to(device)
-        self.sin = torch.sin(t * freq).float().to(device)
+        # As Hugging Face (and wgtrain's rope_tables): float32 inverse frequencies and angles.
+        inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        angle = torch.arange(cfg["max_seq_len"]).float()[:, None] * inv[None, :]
+        self.cos = torch.cos(angle.double()).float().to(device)
+        self.sin = torch.sin(angle.double()).float().to(device)
 
     def p(self, name):
         return self.params[name.replace(".", "__")]
@@ -121,15 +122,15 @@ class Llama(torch.nn.Module):
         c = self.cfg
         b, t = tokens.shape
         h, kvh, hd = c["n_heads"], c["n_kv_heads"], c["dim"] // c["n_heads"]
-        emb = self.p("tok_embeddings.weight")
+        emb = self.p("model.embed_tokens.weight")
         x = F.embedding(tokens, emb)
         mask = torch.ones(t, t, dtype=torch.bool, device=tokens.device).triu(1)
         for l in range(c["n_layers"]):
-            pre = f"layers.{l}."
-            y = self.norm(x, pre + "attention_norm.weight")
-            q = self.rope(self.linear(y, pre + "attention.wq").view(b, t, h, hd), t) * (1.0 / math.sqrt(hd))
-            k = self.rope(self.linear(y, pre + "attention.wk").view(b, t, kvh, hd), t)
-            v = self.linear(y, pre + "attention.wv").view(b, t, kvh, hd)
+            pre = f"model.layers.{l}."
+            y = self.norm(x, pre + "input_layernorm.weight")
+            q = self.rope(self.linear(y, pre + "self_attn.q_proj").view(b, t, h, hd), t) * (1.0 / math.sqrt(hd))
+            k = self.rope(self.linear(y, pre + "self_attn.k_proj").view(b, t, kvh, hd), t)
+            v = self.linear(y, pre + "self_attn.v_proj").view(b, t, kvh, hd)
             q = q.transpose(1, 2)
             k = k.transpose(1, 2).repeat_interleave(h // kvh, dim=1)
             v = v.transpose(1, 2).repeat_interleave(h // kvh, dim=1)
@@ -138,12 +139,12 @@ class Llama(torch.nn.Module):
             else:
                 s = (q @ k.transpose(-1, -2)).masked_fill(mask, float("-inf"))
                 o = torch.softmax(s, dim=-1) @ v
-            x = x + self.linear(o.transpose(1, 2).reshape(b, t, h * hd), pre + "attention.wo")
-            y = self.norm(x, pre + "ffn_norm.weight")
-            x = x + self.linear(F.silu(self.linear(y, pre + "feed_forward.w1")) * self.linear(y, pre + "feed_forward.w3"),
-                                pre + "feed_forward.w2")
-        x = self.norm(x, "norm.weight")
-        head = emb if c["tie_embeddings"] else self.p("output.weight")
+            x = x + self.linear(o.transpose(1, 2).reshape(b, t, h * hd), pre + "self_attn.o_proj")
+            y = self.norm(x, pre + "post_attention_layernorm.weight")
+            x = x + self.linear(F.silu(self.linear(y, pre + "mlp.gate_proj")) * self.linear(y, pre + "mlp.up_proj"),
+                                pre + "mlp.down_proj")
+        x = self.norm(x, "model.norm.weight")
+        head = emb if c["tie_embeddings"] else self.p("lm_head.weight")
         logits = x @ head.t()
         return F.cross_entropy(logits.view(b * t, -1), targets)
 

@@ -14,6 +14,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev              # CLI parsing, JSON (safetensors headers, configs)
   zlib1g-dev                                   # PNG loss plots
   libpcre2-dev                                 # tokenizers: the Unicode regexes of Hugging Face pre-tokenizers
+  libicu-dev                                   # tokenizers: Unicode normalization (NFC...) and character properties
   glslc libvulkan-dev mesa-vulkan-drivers      # the native Vulkan backend: shader compiler, loader, lavapipe
   libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 # Mesa llvmpipe: Dawn's OpenGL backend without a GPU
   dwarves                                      # pahole: the ABI test reads the Dawn library's DWARF

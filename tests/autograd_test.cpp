@@ -186,6 +186,20 @@ TEST(Autograd, CrossEntropy) {
   EXPECT_TRUE(test::all_close(x.grad(), ref::cross_entropy(logits, lab).dlogits, 1e-6, 1e-5));
 }
 
+// Every label ignored (a batch that is all prompt): loss 0 and a zero gradient all the way back, no NaN.
+TEST(Autograd, CrossEntropyWithNoCountedLabels) {
+  const Tensor labels = upload_i32(ref::HostTensor({4}, {-100, -1, -100, -100}));
+  for (bool overwrite : {false, true}) {
+    SCOPED_TRACE(overwrite);
+    const ag::Var w = ag::Var::leaf(upload(random_host({4, 7}, -3, 3)));
+    const ag::Var loss = ag::cross_entropy(ag::mul(w, 2.0), labels, overwrite);
+    EXPECT_EQ(loss.value().to_host_f32(), std::vector<float>{0.0f});
+    ag::backward(loss);
+    EXPECT_EQ(w.grad().to_host_f32(), std::vector<float>(28, 0.0f));
+  }
+  gradcheck({random_host({4, 7}, -3, 3)}, [&](auto& v) { return ag::cross_entropy(v[0], labels); });
+}
+
 TEST(Autograd, ViewsAndCopies) {
   gradcheck({random_host({2, 3, 4})}, [](auto& v) { return ag::reshape(v[0], {4, 6}); });
   // reshape of a non-contiguous view copies first.

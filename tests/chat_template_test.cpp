@@ -542,7 +542,9 @@ TEST(ChatTemplateReference, MatchesTransformersApplyChatTemplate) {
       error = e.what();
     }
     if (c.contains("error") && c["error"].is_string()) {
-      const std::string want = c["error"].get<std::string>();
+      // The reference records Python's "TemplateError: message"; raise_exception's message is the part after it.
+      std::string want = c["error"].get<std::string>();
+      if (want.rfind("TemplateError: ", 0) == 0) want = want.substr(15);
       if (error.empty()) {
         ADD_FAILURE() << where << ": rendered, transformers raised: " << want;
       } else if (argument_error) {  // make_reference.py writes "TemplateError: <message>"

@@ -96,7 +96,7 @@ TEST(Llama, ParametersFillTheArenaAsCounted) {
     int64_t total = 0;
     for (const auto& p : model.params()) total += numel(p.shape);
     EXPECT_EQ(total, c.parameter_count());
-    EXPECT_EQ(model.params().back().name, tie ? "norm.weight" : "output.weight");
+    EXPECT_EQ(model.params().back().name, tie ? "model.norm.weight" : "lm_head.weight");
     EXPECT_EQ(model.q4_weights().size(), 7u * c.n_layers);
   }
   // The same seed gives the same model; another seed another.
@@ -105,13 +105,61 @@ TEST(Llama, ParametersFillTheArenaAsCounted) {
   EXPECT_NE(a.values().to_host_f32(), d.values().to_host_f32());
 }
 
+// The configurations the Hugging Face families need, beside the plain one.
+struct Variant {
+  const char* name;
+  LlamaConfig config;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> out;
+  LlamaConfig tied = small_config();
+  out.push_back({"tied head", tied});
+  LlamaConfig untied = small_config();
+  untied.tie_embeddings = false;
+  untied.quantize_head = true;
+  out.push_back({"untied q4 head", untied});
+  LlamaConfig qwen2 = small_config();  // biases on q, k, v
+  qwen2.qkv_bias = true;
+  qwen2.architecture = "Qwen2ForCausalLM";
+  out.push_back({"qkv biases", qwen2});
+  LlamaConfig qwen3 = small_config();  // per-head q/k norms, a head dim that is not dim / n_heads
+  qwen3.qk_norm = true;
+  qwen3.head_dim_override = 8;
+  qwen3.architecture = "Qwen3ForCausalLM";
+  out.push_back({"qk norms, head_dim 8", qwen3});
+  LlamaConfig llama3 = small_config();  // biases everywhere (Llama's attention_bias), llama3 rope scaling
+  llama3.qkv_bias = llama3.o_bias = true;
+  llama3.tie_embeddings = false;
+  llama3.rope_theta = 500000;
+  llama3.rope_scaling.type = "llama3";
+  llama3.rope_scaling.factor = 8;
+  llama3.rope_scaling.original_max_position = 4;
+  out.push_back({"o bias, llama3 rope", llama3});
+  return out;
+}
+
+// Gains and biases start at one and zero: random ones, so that a mis-wired norm or bias shows in the loss too.
+// Biases stay small beside the projections (std 0.05 against about 0.1): a bias that dominates q and k makes
+// every key alike, and the gradient of q a float32 cancellation of nearly equal terms.
+void randomize_gains_and_biases(Llama& model) {
+  std::normal_distribution<float> gain_noise(0.0f, 0.3f), bias_noise(0.0f, 0.05f);
+  model.load_weights([&](const Llama::Param& p) {
+    std::vector<float> v = model.host_value(&p - model.params().data());
+    if (p.kind == Llama::Kind::Norm)
+      for (auto& e : v) e += gain_noise(test::rng());
+    if (p.kind == Llama::Kind::Bias)
+      for (auto& e : v) e += bias_noise(test::rng());
+    return v;
+  });
+}
+
 TEST(Llama, LossAndGradientsMatchTheReference) {
-  for (bool tie : {true, false}) {
-    SCOPED_TRACE(tie ? "tied head" : "untied q4 head");
-    LlamaConfig c = small_config();
-    c.tie_embeddings = tie;
-    c.quantize_head = !tie;
+  for (const Variant& var : variants()) {
+    SCOPED_TRACE(var.name);
+    const LlamaConfig& c = var.config;
     Llama model(device(), c, test::seed());
+    randomize_gains_and_biases(model);
     ref::LlamaRef ref(model);
     const int64_t B = 2, T = 7;
     const Batch batch = random_batch(c, B, T);
@@ -127,6 +175,82 @@ TEST(Llama, LossAndGradientsMatchTheReference) {
       EXPECT_LT(rel_err(model.grad(i).to_host_f32(), ref.grads()[i]), 2e-5)
           << model.params()[i].name << "; WGTRAIN_TEST_SEED=" << test::seed();
     }
+  }
+}
+
+TEST(Llama, FrozenWeightsGetNoGradientAndKeepTheirValues) {
+  // Trainable::Norms: the norm gains train (arena, gradients, AdamW) and nothing else; the q4 linears are codes
+  // and scales alone. Gradients of the gains still match the reference, which sees the same weights.
+  LlamaConfig c = small_config();
+  c.qk_norm = true;
+  Llama model(device(), c, test::seed(), Trainable::Norms);
+  randomize_gains_and_biases(model);
+  int64_t trainable = 0;
+  for (const auto& p : model.params()) {
+    EXPECT_EQ(p.trainable, p.kind == Llama::Kind::Norm) << p.name;
+    if (p.trainable) trainable += numel(p.shape);
+    if (p.q4 >= 0) EXPECT_THROW(model.value(&p - model.params().data()), ArgumentError) << p.name;
+  }
+  EXPECT_GE(model.arena_size(), trainable);
+  EXPECT_LT(model.arena_size(), trainable + 4 * static_cast<int64_t>(model.params().size()));
+  ref::LlamaRef ref(model);
+  const int64_t B = 2, T = 6;
+  const Batch batch = random_batch(c, B, T);
+  const double want = ref.loss(batch.tokens, B, T, batch.targets, true);
+  const Tensor m = ops::full(device(), {model.arena_size()}, 0.0), v = ops::full(device(), {model.arena_size()}, 0.0);
+  ops::AdamW opt(model.adamw_params(m, v), {});
+  const size_t wq = model.index_of("model.layers.0.self_attn.q_proj.weight");
+  const auto before = model.host_value(wq);
+  const double got = device_step(model, opt, Tensor::from_host(device(), {B, T}, batch.tokens),
+                                 Tensor::from_host(device(), {B * T}, batch.targets), 1e-2, 1);
+  EXPECT_NEAR(got, want, 1e-5 * std::fabs(want));
+  EXPECT_EQ(model.host_value(wq), before) << "a frozen q4 weight changed";
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    if (model.params()[i].trainable) {
+      EXPECT_LT(rel_err(model.grad(i).to_host_f32(), ref.grads()[i]), 2e-5) << model.params()[i].name;
+    } else {
+      EXPECT_THROW(model.grad(i), ArgumentError);
+    }
+  }
+  // Nothing trainable at all: an inference model with no arena.
+  Llama frozen(device(), c, 5, Trainable::None);
+  EXPECT_EQ(frozen.arena_size(), 0);
+  EXPECT_TRUE(frozen.adamw_params(Tensor::empty(device(), {0}), Tensor::empty(device(), {0})).empty());
+}
+
+TEST(Llama, CachedGenerationGivesTheFullForwardsLogits) {
+  // Prefill of a prompt, then one token at a time through the KV cache: at every position the logits equal the
+  // uncached forward pass over the whole sequence (1e-5 of the logits' scale: the same math, other shapes).
+  for (const Variant& var : variants()) {
+    SCOPED_TRACE(var.name);
+    const LlamaConfig& c = var.config;
+    Llama model(device(), c, test::seed() + 3, Trainable::None);
+    randomize_gains_and_biases(model);
+    const int64_t B = 2, T = c.max_seq_len, P = 3;
+    const Batch batch = random_batch(c, B, T);
+    const std::vector<float> full = model.logits(Tensor::from_host(device(), {B, T}, batch.tokens)).value().to_host_f32();
+    KVCache cache = model.make_cache(B, T);
+    const int64_t V = c.vocab_size;
+    for (int64_t t = P; t <= T; ++t) {
+      std::vector<int32_t> step;
+      const int64_t from = t == P ? 0 : t - 1;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = from; i < t; ++i) step.push_back(batch.tokens[b * T + i]);
+      const Tensor ids = Tensor::from_host(device(), {B, t - from}, step);
+      const std::vector<float> got = model.next_logits(ids, cache).to_host_f32();
+      ASSERT_EQ(got.size(), static_cast<size_t>(B * V));
+      EXPECT_EQ(cache.length, t);
+      double err = 0, scale = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < V; ++j) {
+          const double want = full[(b * T + t - 1) * V + j];
+          err = std::max(err, std::fabs(got[b * V + j] - want));
+          scale = std::max(scale, std::fabs(want));
+        }
+      EXPECT_LT(err, 1e-5 * scale + 1e-6) << "position " << t - 1;
+    }
+    std::vector<int32_t> one(B, 1);
+    EXPECT_THROW(model.next_logits(Tensor::from_host(device(), {B, 1}, one), cache), ArgumentError);  // full
   }
 }
 

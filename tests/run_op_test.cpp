@@ -75,6 +75,8 @@ std::optional<Example> example_for(const OpSchema& s) {
       {"fused_ce", {{{"logits", {5, 11}, DType::F32, -3, 3}, {"labels", {5}, I, -1, 10}}, {}}},
       {"adamw_step",
        {{{"param", {7}}, {"grad", {7}}, {"m", {7}}, {"v", {7}}}, {{"lr", "0.01"}, {"step", "3"}}}},
+      {"dropout", {{{"self", {3, 5}}, {"key", {4}, I, 0, 1000}}, {{"p", "0.3"}, {"stream", "7"}}}},
+      {"dropout_mask", {{{"key", {4}, I, 0, 1000}}, {{"p", "0.3"}, {"shape", "2,3,5"}}}},
       {"q4gsw_requant",
        {{{"latent", {6, 20}}, {"scales", {1, 6}}}, {{"group_size", "32"}, {"recompute_scales", "true"}}}},
   };

@@ -85,6 +85,8 @@ Var linear(const Var& x, const Var& weight);
 // x[..., K] W^T through the 4-bit weight w (linear_q4gsw). The gradient reaching W goes, straight through the
 // quantisation, to `latent` (the float32 master weights [N, K], usually a parameter): d latent = dy^T x.
 Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent);
+// The same through a frozen 4-bit weight: the gradient reaches x only (no latent, no weight gradient).
+Var linear_q4gsw(const Var& x, const Q4Weight& w);
 // Rows of weight[V, D] picked by int32 indices; the gradient is summed per row (ops::embedding_backward).
 Var embedding(const Var& weight, const Tensor& indices);
 

@@ -92,6 +92,7 @@ struct DeviceStats {
   uint64_t pool_hits = 0;
   uint64_t pipelines_created = 0;
   uint64_t bytes_allocated = 0;  // held by live and pooled buffers
+  uint64_t peak_bytes_allocated = 0;  // the most bytes_allocated has been: the device memory a run needed
 };
 
 // GPU work recorded once by Device::record and replayed as often as needed: the dispatches and copies that ops

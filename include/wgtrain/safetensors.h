@@ -31,9 +31,24 @@ struct Contents {
   std::map<std::string, std::string> metadata;
 };
 
+// One tensor's entry in a header: its dtype, shape and byte range within the data section.
+struct TensorInfo {
+  std::string dtype;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+struct Header {
+  std::map<std::string, TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // file offset of the data section
+};
+
 // Bytes per element of a safetensors dtype name; throws FormatError for an unknown one.
 size_t dtype_bytes(const std::string& dtype);
 
+// Checks a whole file's header against its size (every check parse() makes) without copying any data.
+Header parse_header(std::span<const uint8_t> file);
 // Parses a whole file held in memory. Never reads outside `file`; every inconsistency is a FormatError.
 Contents parse(std::span<const uint8_t> file);
 Contents load(const std::string& path);
@@ -46,5 +61,33 @@ void save(const std::string& path, const Contents& contents);
 Tensor to_tensor(Device& device, const Array& array, const std::string& name);
 // From a device tensor (any view): float32 as F32, int32 as I32, bool as BOOL.
 Array from_tensor(const Tensor& t);
+
+// A file mapped read-only, its header checked as parse() checks it: tensors are read in place, one at a time, so a
+// multi-gigabyte checkpoint is never copied whole into memory.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);  // throws FormatError naming the file
+  ~MappedFile();
+  MappedFile(MappedFile&&) noexcept;
+  MappedFile& operator=(MappedFile&&) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, TensorInfo>& tensors() const { return header_.tensors; }
+  const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
+  bool has(const std::string& name) const { return header_.tensors.count(name) != 0; }
+  const TensorInfo& info(const std::string& name) const;  // throws FormatError for an unknown name
+  std::span<const uint8_t> bytes(const std::string& name) const;
+  // A float tensor (F32, F16, BF16, F64) converted to float32; other dtypes are a FormatError.
+  std::vector<float> to_f32(const std::string& name) const;
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  Header header_;
+  void unmap();
+};
 
 }  // namespace wgtrain::safetensors

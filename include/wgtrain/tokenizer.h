@@ -32,6 +32,9 @@ class Tokenizer {
   static Tokenizer from_json(std::string_view json_text, const std::string& origin = "tokenizer.json");
   // A model directory: tokenizer.json, with tokenizer_config.json (bos/eos/pad tokens, add_bos_token,
   // add_eos_token, chat_template) and generation_config.json (eos_token_id, possibly a list) where present.
+  // add_bos_token / add_eos_token, where the config sets them, decide whether encode() puts BOS / EOS around the
+  // text (as transformers' Llama tokenizers do), in place of what tokenizer.json's post-processor adds on that side.
+  // A chat_template.jinja file beside them is the template when the config has none.
   static Tokenizer load_dir(const std::string& dir);
 
   // The tokenizer.json text (written by save(), atomically) that Hugging Face's library loads.
@@ -40,6 +43,7 @@ class Tokenizer {
 
   // Ids of `text` as `tokenizer(text)` gives them: added/special tokens matched first, then normalizer,
   // pre-tokenizer and model; with add_special_tokens, the post-processor's tokens (e.g. BOS) around them.
+  // Bytes that are not valid UTF-8 are read as U+FFFD first (as Python would have to). Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   // Text of ids as `tokenizer.decode(ids, skip_special_tokens=...)` gives it. Throws ArgumentError on an id out of
   // range. Bytes that do not form valid UTF-8 become U+FFFD, as Hugging Face's decoding does.
@@ -81,8 +85,11 @@ class StreamingDecoder {
  private:
   const Tokenizer* tok_;
   bool skip_special_;
+  // A window of the ids: the last returned chunk's (context for decoders that treat the first token apart) and
+  // those after it, so each push decodes a few ids rather than all of them.
   std::vector<int32_t> ids_;
-  size_t emitted_ = 0;  // bytes of decode(ids_) already returned
+  size_t emitted_ = 0;      // bytes of decode(ids_) already returned
+  size_t chunk_begin_ = 0;  // where in ids_ the ids not yet returned in full begin
 };
 
 // wgtrain's own byte-level BPE, trained on a corpus for models trained from scratch: learns merges until the

@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "wgtrain/bpe.h"
+#include "wgtrain/tokenizer.h"
 #include "wgtrain/llama.h"
 
 namespace wgtrain {
@@ -76,7 +76,7 @@ class Trainer {
   double lr_at(int64_t step) const;
   const TrainOptions& options() const { return opt_; }
   const Llama& model() const { return *model_; }
-  const BpeTokenizer& tokenizer() const { return tokenizer_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
   int64_t train_tokens() const;
   int64_t val_tokens() const;
 
@@ -87,31 +87,9 @@ class Trainer {
   TrainOptions opt_;
   std::function<void(const std::string&)> log_;
   std::unique_ptr<Llama> model_;
-  BpeTokenizer tokenizer_;
+  Tokenizer tokenizer_;
   int64_t step_ = 0;
   std::atomic<bool> stop_{false};
-};
-
-// Text from a trained run: the model and tokenizer of `run_dir`, sampling token by token.
-struct GenerateOptions {
-  std::string prompt;
-  int64_t max_tokens = 100;
-  double temperature = 0.8;  // 0: greedy
-  int64_t top_k = 40;        // 0: the whole vocabulary
-  uint64_t seed = 1;
-};
-
-class Generator {
- public:
-  Generator(Device& device, const std::string& run_dir);
-  // The prompt followed by up to max_tokens sampled tokens, decoded; each new piece goes to on_text as it comes.
-  std::string generate(const GenerateOptions& options, const std::function<void(const std::string&)>& on_text = {});
-  const Llama& model() const { return *model_; }
-
- private:
-  Device& device_;
-  std::unique_ptr<Llama> model_;
-  BpeTokenizer tokenizer_;
 };
 
 }  // namespace wgtrain

@@ -374,6 +374,12 @@ Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent) {
   });
 }
 
+Var linear_q4gsw(const Var& x, const Q4Weight& w) {
+  check(x, "linear_q4gsw");
+  return make(ops::linear_q4gsw(x.value(), w), {x},
+              [w](const Tensor& g, Grads& gr) { gr.add(0, ops::linear_q4gsw_backward(g, w)); });
+}
+
 Var embedding(const Var& weight, const Tensor& indices) {
   check(weight, "embedding");
   const int64_t rows = weight.size(0);

@@ -8,6 +8,8 @@
 
 #include "cli/backend.h"
 #include "cli/bench.h"
+#include "cli/tokenize.h"
+#include "cli/model.h"
 #include "cli/train.h"
 #include "gpu/dawn.h"
 #include "wgtrain/device.h"
@@ -203,15 +205,31 @@ int main(int argc, char** argv) {
   train->add_option("--backend", train_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
 
   cli::GenerateCliOptions gen_opt;
-  auto* generate = app.add_subcommand("generate", "sample text from a trained run");
-  generate->add_option("--ckpt", gen_opt.ckpt, "the run directory (holds checkpoint.safetensors and tokenizer.json)")
+  auto* generate = app.add_subcommand("generate", "generate text from a trained run or a Hugging Face model directory");
+  generate->add_option("--model,--ckpt", gen_opt.model,
+                       "a run directory (checkpoint.safetensors, tokenizer.json) or a Hugging Face model directory")
       ->required();
-  generate->add_option("--prompt", gen_opt.generate.prompt, "text to continue");
-  generate->add_option("--max-tokens", gen_opt.generate.max_tokens, "tokens to sample")->capture_default_str();
+  generate->add_option("--prompt", gen_opt.generate.prompt, "text to continue (with --chat: the user's message)");
+  generate->add_flag("--chat", gen_opt.generate.chat, "format the prompt with the model's chat template");
+  generate->add_option("--system", gen_opt.generate.system, "with --chat: a system message");
+  generate->add_option("--max-tokens", gen_opt.generate.max_tokens, "tokens to generate at most")->capture_default_str();
   generate->add_option("--temperature", gen_opt.generate.temperature, "0: greedy")->capture_default_str();
   generate->add_option("--top-k", gen_opt.generate.top_k, "sample among the k likeliest (0: all)")->capture_default_str();
   generate->add_option("--seed", gen_opt.generate.seed, "sampling seed")->capture_default_str();
+  generate->add_flag("--no-quantize", gen_opt.no_quantize, "a Hugging Face model: keep its linears float32 (not q4gsw)");
+  generate->add_option("--group-size", gen_opt.import.group_size, "a Hugging Face model: q4gsw group size (32, 64, 128)")
+      ->capture_default_str();
   generate->add_option("--backend", gen_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
+
+  cli::TokenizeCliOptions tokenize_opt;
+  auto* tokenize = cli::add_tokenize_command(app, tokenize_opt);
+  cli::ExportCliOptions export_opt;
+  auto* exporter = app.add_subcommand("export", "write a trained run as a Hugging Face model directory");
+  exporter->add_option("run", export_opt.source, "the run directory (or a Hugging Face model directory)")->required();
+  exporter->add_option("--out", export_opt.out, "the Hugging Face directory to write")->required();
+  exporter->add_option("--dtype", export_opt.export_options.dtype, "weights as bf16, f16 or f32")->capture_default_str();
+  exporter->add_flag("--overwrite", export_opt.overwrite, "replace --out if it exists");
+  exporter->add_option("--backend", export_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
 
   try {
     app.parse(argc, argv);
@@ -230,6 +248,8 @@ int main(int argc, char** argv) {
     }
     if (*train) return cli::run_train(train_opt);
     if (*generate) return cli::run_generate(gen_opt);
+    if (*tokenize) return cli::run_tokenize(tokenize_opt);
+    if (*exporter) return cli::run_export(export_opt);
   } catch (const wgtrain::Error& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');  // one line, whatever the source

@@ -148,19 +148,4 @@ int run_train(const TrainCliOptions& cli) {
   return 0;
 }
 
-int run_generate(const GenerateCliOptions& cli) {
-  DeviceOptions dopt;
-  dopt.backend = webgpu_only(cli.backend, "generate");
-  Device device = Device::open(dopt);
-  Generator gen(device, cli.ckpt);
-  std::printf("%s", cli.generate.prompt.c_str());
-  std::fflush(stdout);
-  gen.generate(cli.generate, [](const std::string& piece) {
-    std::printf("%s", piece.c_str());
-    std::fflush(stdout);
-  });
-  std::printf("\n");
-  return 0;
-}
-
 }  // namespace wgtrain::cli

@@ -1,4 +1,4 @@
-// The train and generate commands of the CLI.
+// The train command of the CLI.
 #pragma once
 
 #include <string>
@@ -12,16 +12,9 @@ struct TrainCliOptions {
   std::string backend = "auto";
 };
 
-struct GenerateCliOptions {
-  std::string ckpt;
-  GenerateOptions generate;
-  std::string backend = "auto";
-};
-
 // Exit status: 0 when the run finished (or had nothing to do), 130 when Ctrl-C stopped it (after a checkpoint).
 int run_train(const TrainCliOptions& options);
 // The per-op profile gathered with WGTRAIN_PROFILE=1, as a table on stdout (nothing when not profiling).
 void print_profile(Device& device);
-int run_generate(const GenerateCliOptions& options);
 
 }  // namespace wgtrain::cli

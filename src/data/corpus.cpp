@@ -117,12 +117,36 @@ std::string load_corpus(const std::string& name) {
   };
   if (name == "brown") return load_brown(env_or("WGTRAIN_BROWN_DIR", WGTRAIN_BROWN_DEFAULT_DIR));
   if (name == "fortunes") return load_fortunes(env_or("WGTRAIN_FORTUNES_DIR", "/usr/share/games/fortunes"));
+  if (std::filesystem::is_directory(name))
+    throw Error("the corpus '" + name + "' is a directory: give one text file (a directory of train.jsonl and "
+                "valid.jsonl is data for `wgtrain finetune`)");
   std::ifstream in(name, std::ios::binary);
   if (!in) throw Error("no corpus named '" + name + "': not brown, fortunes, nor a readable text file");
   std::stringstream ss;
   ss << in.rdbuf();
-  if (ss.str().empty()) throw Error("the corpus file '" + name + "' is empty");
-  return ss.str();
+  std::string text = ss.str();
+  if (text.empty()) throw Error("the corpus file '" + name + "' is empty");
+  // Text, not a binary file read as text: no NUL bytes, and (nearly) all of it valid UTF-8.
+  const size_t nul = text.find('\0');
+  if (nul != std::string::npos)
+    throw Error("the corpus file '" + name + "' is not text: it has a NUL byte at offset " + std::to_string(nul));
+  size_t bad = 0;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (ok) {
+      i += len;
+    } else {
+      ++bad;
+      ++i;
+    }
+  }
+  if (bad * 100 > text.size())
+    throw Error("the corpus file '" + name + "' is not UTF-8 text: " + std::to_string(bad) + " of its " +
+                std::to_string(text.size()) + " bytes are not valid UTF-8");
+  return text;
 }
 
 }  // namespace wgtrain

@@ -15,8 +15,15 @@ TextSplit split_text(const std::string& text, int every, size_t block) {
   for (int64_t index = 0; pos < text.size(); ++index) {
     size_t end = std::min(pos + block, text.size());
     if (end < text.size()) {
-      const size_t nl = text.find('\n', end);
-      end = nl == std::string::npos ? text.size() : nl + 1;
+      // A block ends at the next line end; in text without one near, at the next space, else at a character
+      // boundary: the split must not depend on the text having newlines.
+      size_t cut = text.find('\n', end);
+      if (cut == std::string::npos || cut - end > block) cut = text.find_first_of(" \t\r", end);
+      if (cut != std::string::npos && cut - end <= block) {
+        end = cut + 1;
+      } else {
+        while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+      }
     }
     (index % every == every - 1 ? out.val : out.train).append(text, pos, end - pos);
     pos = end;

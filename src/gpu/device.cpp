@@ -257,6 +257,7 @@ WGPUBuffer DeviceImpl::create_buffer(uint64_t bytes, WGPUFlags usage, std::strin
     if (r.type == WGPUErrorType_NoError && b) {
       ++stats.buffers_created;
       stats.bytes_allocated += bytes;
+      stats.peak_bytes_allocated = std::max(stats.peak_bytes_allocated, stats.bytes_allocated);
       return b;
     }
     if (b) api.BufferRelease(b);

@@ -1,6 +1,8 @@
 #include "wgtrain/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "wgtrain/device.h"
@@ -54,7 +57,7 @@ size_t dtype_bytes(const std::string& d) {
   fail("unknown dtype \"" + d + "\"");
 }
 
-Contents parse(std::span<const uint8_t> file) {
+Header parse_header(std::span<const uint8_t> file) {
   if (file.size() < 8) fail("file of " + std::to_string(file.size()) + " bytes is too short for the 8-byte header length");
   const uint64_t n = load_le<uint64_t>(file.data());
   if (n > kMaxHeaderBytes) fail("header length " + std::to_string(n) + " exceeds the limit of 100 MB");
@@ -72,9 +75,9 @@ Contents parse(std::span<const uint8_t> file) {
   }
   if (!header.is_object()) fail("header is not a JSON object");
   const uint64_t data_len = file.size() - 8 - n;
-  const uint8_t* data = file.data() + 8 + n;
 
-  Contents out;
+  Header out;
+  out.data_start = 8 + n;
   struct Span {
     uint64_t begin, end;
     std::string name;
@@ -97,7 +100,7 @@ Contents parse(std::span<const uint8_t> file) {
     if (!entry.contains("shape") || !entry["shape"].is_array()) fail(where + " has no shape array");
     if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2)
       fail(where + " has no [begin, end] data_offsets");
-    Array a;
+    TensorInfo a;
     a.dtype = entry["dtype"].get<std::string>();
     const size_t esize = dtype_bytes(a.dtype);
     if (entry["shape"].size() > static_cast<size_t>(kMaxRank))
@@ -125,7 +128,8 @@ Contents parse(std::span<const uint8_t> file) {
     if (e - b != count * esize)
       fail(where + " has " + std::to_string(e - b) + " data bytes, but shape and dtype need " +
            std::to_string(count * esize));
-    a.bytes.assign(data + b, data + e);
+    a.begin = b;
+    a.end = e;
     spans.push_back({b, e, name});
     out.tensors.emplace(name, std::move(a));
   }
@@ -140,6 +144,20 @@ Contents parse(std::span<const uint8_t> file) {
   }
   if (at != data_len)
     fail("the data section has " + std::to_string(data_len - at) + " bytes that belong to no tensor");
+  return out;
+}
+
+Contents parse(std::span<const uint8_t> file) {
+  const Header h = parse_header(file);
+  Contents out;
+  out.metadata = h.metadata;
+  for (const auto& [name, t] : h.tensors) {
+    Array a;
+    a.dtype = t.dtype;
+    a.shape = t.shape;
+    a.bytes.assign(file.data() + h.data_start + t.begin, file.data() + h.data_start + t.end);
+    out.tensors.emplace(name, std::move(a));
+  }
   return out;
 }
 
@@ -218,18 +236,25 @@ void save(const std::string& path, const Contents& c) {
   }
 }
 
+bool is_float_dtype(const std::string& d) { return d == "F32" || d == "F16" || d == "BF16" || d == "F64"; }
+
+void float_values(const std::string& d, const uint8_t* p, size_t n, float* out) {
+  if (!is_float_dtype(d)) fail("dtype " + d + " is not a float type (F32, F16, BF16, F64)");
+  for (size_t i = 0; i < n; ++i) {
+    if (d == "F32") out[i] = load_le<float>(p + 4 * i);
+    else if (d == "F64") out[i] = static_cast<float>(load_le<double>(p + 8 * i));
+    else if (d == "F16") out[i] = half_to_float(load_le<uint16_t>(p + 2 * i));
+    else out[i] = std::bit_cast<float>(static_cast<uint32_t>(load_le<uint16_t>(p + 2 * i)) << 16);
+  }
+}
+
 Tensor to_tensor(Device& device, const Array& a, const std::string& name) {
   const size_t n = static_cast<size_t>(numel(a.shape));
   const uint8_t* p = a.bytes.data();
   const std::string& d = a.dtype;
-  if (d == "F32" || d == "F16" || d == "BF16" || d == "F64") {
+  if (is_float_dtype(d)) {
     std::vector<float> v(n);
-    for (size_t i = 0; i < n; ++i) {
-      if (d == "F32") v[i] = load_le<float>(p + 4 * i);
-      else if (d == "F64") v[i] = static_cast<float>(load_le<double>(p + 8 * i));
-      else if (d == "F16") v[i] = half_to_float(load_le<uint16_t>(p + 2 * i));
-      else v[i] = std::bit_cast<float>(static_cast<uint32_t>(load_le<uint16_t>(p + 2 * i)) << 16);
-    }
+    float_values(d, p, n, v.data());
     return Tensor::from_host(device, a.shape, v);
   }
   if (d == "BOOL") {
@@ -282,6 +307,79 @@ Array from_tensor(const Tensor& t) {
     }
   }
   return a;
+}
+
+// ---- memory-mapped files ----------------------------------------------------------------------------------------
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw FormatError("safetensors: cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw FormatError("safetensors: cannot read '" + path + "': " + std::strerror(errno));
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw FormatError("safetensors: cannot map '" + path + "': " + why);
+    }
+    data_ = static_cast<const uint8_t*>(m);
+  }
+  ::close(fd);
+  try {
+    header_ = parse_header({data_, size_});
+  } catch (const FormatError& e) {
+    unmap();
+    throw FormatError(std::string(e.what()) + " (in '" + path + "')");
+  }
+}
+
+void MappedFile::unmap() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
+}
+
+MappedFile::~MappedFile() { unmap(); }
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)), size_(o.size_),
+      header_(std::move(o.header_)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    unmap();
+    path_ = std::move(o.path_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = o.size_;
+    header_ = std::move(o.header_);
+  }
+  return *this;
+}
+
+const TensorInfo& MappedFile::info(const std::string& name) const {
+  auto it = header_.tensors.find(name);
+  if (it == header_.tensors.end()) throw FormatError("safetensors: '" + path_ + "' has no tensor '" + name + "'");
+  return it->second;
+}
+
+std::span<const uint8_t> MappedFile::bytes(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  return {data_ + header_.data_start + t.begin, static_cast<size_t>(t.end - t.begin)};
+}
+
+std::vector<float> MappedFile::to_f32(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  std::vector<float> out(static_cast<size_t>(numel(t.shape)));
+  try {
+    float_values(t.dtype, data_ + header_.data_start + t.begin, out.size(), out.data());
+  } catch (const FormatError& e) {
+    throw FormatError(std::string(e.what()) + " (tensor '" + name + "' in '" + path_ + "')");
+  }
+  return out;
 }
 
 }  // namespace wgtrain::safetensors

@@ -6,7 +6,9 @@
 #include <limits>
 
 #include "ops/adamw/adamw_ref.h"
+#include "ops/dropout/dropout_ref.h"
 #include "ops/q4gsw/q4gsw_ref.h"
+#include "wgtrain/dropout.h"
 #include "wgtrain/error.h"
 
 namespace wgtrain::ref {
@@ -111,7 +113,6 @@ HostTensor host(const std::vector<double>& v, const Shape& shape) { return HostT
 }  // namespace
 
 LlamaRef::LlamaRef(const Llama& model) : config_(model.config()), params_(model.params()) {
-  const auto arena = model.values().to_host_f32();
   const size_t np = params_.size();
   values_.resize(np);
   weights_.resize(np);
@@ -122,9 +123,12 @@ LlamaRef::LlamaRef(const Llama& model) : config_(model.config()), params_(model.
   for (size_t i = 0; i < np; ++i) {
     const auto& p = params_[i];
     const int64_t n = numel(p.shape);
-    values_[i].assign(arena.begin() + p.offset, arena.begin() + p.offset + n);
     m_[i].assign(static_cast<size_t>(n), 0.0);
     v_[i].assign(static_cast<size_t>(n), 0.0);
+    if (p.has_float()) {
+      const auto host = model.value(i).to_host_f32();
+      values_[i].assign(host.begin(), host.end());
+    }
     if (p.q4 < 0) {
       weights_[i] = values_[i];
       continue;
@@ -134,13 +138,10 @@ LlamaRef::LlamaRef(const Llama& model) : config_(model.config()), params_(model.
     const auto bytes = q4gsw::download_bytes(w);
     weights_[i] = q4_dequant(bytes, scales_[i], p.shape[0], p.shape[1], config_.group_size).data;
   }
-  const int64_t half = config_.head_dim() / 2;
-  for (int64_t t = 0; t < config_.max_seq_len; ++t)
-    for (int64_t q = 0; q < half; ++q) {
-      const double f = std::pow(config_.rope_theta, -2.0 * static_cast<double>(q) / static_cast<double>(config_.head_dim()));
-      cos_.push_back(static_cast<float>(std::cos(static_cast<double>(t) * f)));
-      sin_.push_back(static_cast<float>(std::sin(static_cast<double>(t) * f)));
-    }
+  std::vector<float> cs, sn;
+  rope_tables(config_, cs, sn);
+  cos_.assign(cs.begin(), cs.end());
+  sin_.assign(sn.begin(), sn.end());
 }
 
 void LlamaRef::dequantize(size_t i, bool recompute_scales) {
@@ -151,38 +152,89 @@ void LlamaRef::dequantize(size_t i, bool recompute_scales) {
   weights_[i] = q4_dequant(bytes, scales_[i], p.shape[0], p.shape[1], config_.group_size).data;
 }
 
+namespace {
+
+// out[n][m] += b[m]
+void add_bias(Mat& out, const Mat& b, int64_t n, int64_t m) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) out[i * m + j] += b[j];
+}
+
+// db[m] += sum_n dy[n][m]
+void acc_bias(Mat& db, const Mat& dy, int64_t n, int64_t m) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) db[j] += dy[i * m + j];
+}
+
+}  // namespace
+
 double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, const std::vector<int32_t>& targets,
                       bool with_grads) {
   const LlamaConfig& c = config_;
   const int64_t N = B * T, d = c.dim, H = c.n_heads, KV = c.n_kv_heads, hd = c.head_dim(), rep = H / KV;
-  const int64_t hidden = c.hidden_dim(), V = c.vocab_size;
+  const int64_t qd = H * hd, kvd = KV * hd, hidden = c.hidden_dim(), V = c.vocab_size;
   if (static_cast<int64_t>(tokens.size()) != N || static_cast<int64_t>(targets.size()) != N)
     throw ArgumentError("LlamaRef: token or target count does not match batch x time");
   const double qs = 1.0 / std::sqrt(static_cast<double>(hd));
   const auto& W = weights_;
+  // Parameters by their Hugging Face names; -1 where the config has none.
+  auto at = [&](const std::string& name) -> int64_t {
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (params_[i].name == name) return static_cast<int64_t>(i);
+    return -1;
+  };
+  struct Idx {
+    int64_t gn1, wq, wk, wv, wo, bq, bk, bv, bo, qn, kn, gn2, gate, up, down;
+  };
+  std::vector<Idx> idx;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    idx.push_back({at(pre + "input_layernorm.weight"), at(pre + "self_attn.q_proj.weight"),
+                   at(pre + "self_attn.k_proj.weight"), at(pre + "self_attn.v_proj.weight"),
+                   at(pre + "self_attn.o_proj.weight"), at(pre + "self_attn.q_proj.bias"),
+                   at(pre + "self_attn.k_proj.bias"), at(pre + "self_attn.v_proj.bias"),
+                   at(pre + "self_attn.o_proj.bias"), at(pre + "self_attn.q_norm.weight"),
+                   at(pre + "self_attn.k_norm.weight"), at(pre + "post_attention_layernorm.weight"),
+                   at(pre + "mlp.gate_proj.weight"), at(pre + "mlp.up_proj.weight"), at(pre + "mlp.down_proj.weight")});
+  }
+  const int64_t emb = at("model.embed_tokens.weight"), gf = at("model.norm.weight");
+  const int64_t head = c.tie_embeddings ? emb : at("lm_head.weight");
 
   struct Layer {
-    Mat x_in, h, q, k, v, p, o, x_mid, h2, a1, a3, m;
-    std::vector<double> r1, r2;
+    Mat x_in, h, q_pre, k_pre, q, k, v, p, o, x_mid, h2, a1, a3, m;
+    std::vector<double> r1, r2, rq, rk;
   };
   std::vector<Layer> layers(static_cast<size_t>(c.n_layers));
 
   Mat x(static_cast<size_t>(N * d));
   for (int64_t i = 0; i < N; ++i)
-    for (int64_t j = 0; j < d; ++j) x[i * d + j] = W[0][tokens[i] * d + j];
+    for (int64_t j = 0; j < d; ++j) x[i * d + j] = W[emb][tokens[i] * d + j];
 
-  size_t at = 1;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     Layer& L = layers[l];
-    const size_t gn1 = at, wq = at + 1, wk = at + 2, wv = at + 3, wo = at + 4, w1 = at + 5, w2 = at + 6,
-                 w3 = at + 7, gn2 = at + 8;
+    const Idx& I = idx[l];
     L.x_in = x;
-    Norm n1 = rms_forward(x, W[gn1], N, d, c.norm_eps);
+    Norm n1 = rms_forward(x, W[I.gn1], N, d, c.norm_eps);
     L.h = n1.y;
     L.r1 = n1.r;
-    L.q = mul_nt(L.h, W[wq], N, d, H * hd);
-    L.k = mul_nt(L.h, W[wk], N, d, KV * hd);
-    L.v = mul_nt(L.h, W[wv], N, d, KV * hd);
+    L.q = mul_nt(L.h, W[I.wq], N, d, qd);
+    L.k = mul_nt(L.h, W[I.wk], N, d, kvd);
+    L.v = mul_nt(L.h, W[I.wv], N, d, kvd);
+    lora_forward(I.wq, L.h, L.q, N);
+    lora_forward(I.wk, L.h, L.k, N);
+    lora_forward(I.wv, L.h, L.v, N);
+    if (I.bq >= 0) add_bias(L.q, W[I.bq], N, qd);
+    if (I.bk >= 0) add_bias(L.k, W[I.bk], N, kvd);
+    if (I.bv >= 0) add_bias(L.v, W[I.bv], N, kvd);
+    if (I.qn >= 0) {  // per-head norms: rows of hd
+      L.q_pre = L.q;
+      L.k_pre = L.k;
+      Norm nq = rms_forward(L.q, W[I.qn], N * H, hd, c.norm_eps), nk = rms_forward(L.k, W[I.kn], N * KV, hd, c.norm_eps);
+      L.q = nq.y;
+      L.rq = nq.r;
+      L.k = nk.y;
+      L.rk = nk.r;
+    }
     rope(L.q, N, H, hd, T, cos_, sin_, false);
     rope(L.k, N, KV, hd, T, cos_, sin_, false);
     for (auto& e : L.q) e *= qs;
@@ -210,25 +262,28 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
               L.o[((b * T + t1) * H + h) * hd + e] += prow[t2] * L.v[((b * T + t2) * KV + g) * hd + e];
         }
       }
-    const Mat att = mul_nt(L.o, W[wo], N, H * hd, d);
+    Mat att = mul_nt(L.o, W[I.wo], N, qd, d);
+    lora_forward(I.wo, L.o, att, N);
+    if (I.bo >= 0) add_bias(att, W[I.bo], N, d);
     for (size_t i = 0; i < x.size(); ++i) x[i] += att[i];
     L.x_mid = x;
-    Norm n2 = rms_forward(x, W[gn2], N, d, c.norm_eps);
+    Norm n2 = rms_forward(x, W[I.gn2], N, d, c.norm_eps);
     L.h2 = n2.y;
     L.r2 = n2.r;
-    L.a1 = mul_nt(L.h2, W[w1], N, d, hidden);
-    L.a3 = mul_nt(L.h2, W[w3], N, d, hidden);
+    L.a1 = mul_nt(L.h2, W[I.gate], N, d, hidden);
+    L.a3 = mul_nt(L.h2, W[I.up], N, d, hidden);
+    lora_forward(I.gate, L.h2, L.a1, N);
+    lora_forward(I.up, L.h2, L.a3, N);
     L.m.resize(L.a1.size());
     for (size_t i = 0; i < L.m.size(); ++i) L.m[i] = silu(L.a1[i]) * L.a3[i];
-    const Mat f = mul_nt(L.m, W[w2], N, hidden, d);
+    Mat f = mul_nt(L.m, W[I.down], N, hidden, d);
+    lora_forward(I.down, L.m, f, N);
     for (size_t i = 0; i < x.size(); ++i) x[i] += f[i];
-    at += 9;
   }
-  const size_t gf = at, head = c.tie_embeddings ? 0 : at + 1;
   const Norm nf = rms_forward(x, W[gf], N, d, c.norm_eps);
   Mat logits = mul_nt(nf.y, W[head], N, d, V);
 
-  // Cross-entropy; dlogits = (softmax - onehot) / n_valid on valid rows.
+  // Cross-entropy; dlogits = (softmax - onehot) / n_valid on valid rows; no valid row: loss 0, no gradient.
   int64_t n_valid = 0;
   for (int32_t t : targets) n_valid += t >= 0;
   double total = 0;
@@ -243,37 +298,44 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
     for (int64_t j = 0; j < V; ++j)
       dlogits[i * V + j] = (std::exp(row[j] - mx) / z - (j == targets[i] ? 1.0 : 0.0)) / static_cast<double>(n_valid);
   }
-  const double loss = n_valid ? total / static_cast<double>(n_valid) : std::numeric_limits<double>::quiet_NaN();
+  const double loss = n_valid ? total / static_cast<double>(n_valid) : 0.0;
   if (!with_grads) return loss;
 
-  for (size_t i = 0; i < grads_.size(); ++i) grads_[i].assign(values_[i].size(), 0.0);
+  for (size_t i = 0; i < grads_.size(); ++i) grads_[i].assign(W[i].size(), 0.0);
+  for (Lora& a : lora_) {
+    a.ga.assign(a.a.size(), 0.0);
+    a.gb.assign(a.b.size(), 0.0);
+  }
   auto& G = grads_;
   acc_tn(G[head], dlogits, nf.y, N, V, d);
   Mat dx = rms_backward(mul_nn(dlogits, W[head], N, V, d), x, W[gf], nf.r, N, d, G[gf]);
 
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
-    at -= 9;
     const Layer& L = layers[l];
-    const size_t gn1 = at, wq = at + 1, wk = at + 2, wv = at + 3, wo = at + 4, w1 = at + 5, w2 = at + 6,
-                 w3 = at + 7, gn2 = at + 8;
-    // MLP: x = x_mid + (silu(h2 W1^T) * h2 W3^T) W2^T
-    acc_tn(G[w2], dx, L.m, N, d, hidden);
-    const Mat dm = mul_nn(dx, W[w2], N, d, hidden);
+    const Idx& I = idx[l];
+    // MLP: x = x_mid + (silu(h2 Wgate^T) * h2 Wup^T) Wdown^T
+    acc_tn(G[I.down], dx, L.m, N, d, hidden);
+    Mat dm = mul_nn(dx, W[I.down], N, d, hidden);
+    lora_backward(I.down, dx, dm);
     Mat da1(dm.size()), da3(dm.size());
     for (size_t i = 0; i < dm.size(); ++i) {
       da1[i] = dm[i] * L.a3[i] * silu_grad(L.a1[i]);
       da3[i] = dm[i] * silu(L.a1[i]);
     }
-    acc_tn(G[w1], da1, L.h2, N, hidden, d);
-    acc_tn(G[w3], da3, L.h2, N, hidden, d);
-    Mat dh2 = mul_nn(da1, W[w1], N, hidden, d);
-    const Mat dh2b = mul_nn(da3, W[w3], N, hidden, d);
+    acc_tn(G[I.gate], da1, L.h2, N, hidden, d);
+    acc_tn(G[I.up], da3, L.h2, N, hidden, d);
+    Mat dh2 = mul_nn(da1, W[I.gate], N, hidden, d);
+    const Mat dh2b = mul_nn(da3, W[I.up], N, hidden, d);
     for (size_t i = 0; i < dh2.size(); ++i) dh2[i] += dh2b[i];
-    const Mat dmid = rms_backward(dh2, L.x_mid, W[gn2], L.r2, N, d, G[gn2]);
+    lora_backward(I.gate, da1, dh2);
+    lora_backward(I.up, da3, dh2);
+    const Mat dmid = rms_backward(dh2, L.x_mid, W[I.gn2], L.r2, N, d, G[I.gn2]);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += dmid[i];
-    // Attention: x_mid = x_in + o Wo^T
-    acc_tn(G[wo], dx, L.o, N, d, H * hd);
-    const Mat dO = mul_nn(dx, W[wo], N, d, H * hd);
+    // Attention: x_mid = x_in + o Wo^T (+ bo)
+    acc_tn(G[I.wo], dx, L.o, N, d, qd);
+    if (I.bo >= 0) acc_bias(G[I.bo], dx, N, d);
+    Mat dO = mul_nn(dx, W[I.wo], N, d, qd);
+    lora_backward(I.wo, dx, dO);
     Mat dq(L.q.size(), 0.0), dk(L.k.size(), 0.0), dv(L.v.size(), 0.0);
     std::vector<double> dp(static_cast<size_t>(T));
     for (int64_t b = 0; b < B; ++b)
@@ -304,17 +366,28 @@ double LlamaRef::loss(const std::vector<int32_t>& tokens, int64_t B, int64_t T, 
     for (auto& e : dq) e *= qs;
     rope(dq, N, H, hd, T, cos_, sin_, true);
     rope(dk, N, KV, hd, T, cos_, sin_, true);
-    acc_tn(G[wq], dq, L.h, N, H * hd, d);
-    acc_tn(G[wk], dk, L.h, N, KV * hd, d);
-    acc_tn(G[wv], dv, L.h, N, KV * hd, d);
-    Mat dh = mul_nn(dq, W[wq], N, H * hd, d);
-    const Mat dhk = mul_nn(dk, W[wk], N, KV * hd, d), dhv = mul_nn(dv, W[wv], N, KV * hd, d);
+    if (I.qn >= 0) {
+      const Mat gq = W[I.qn], gk = W[I.kn];
+      dq = rms_backward(dq, L.q_pre, gq, L.rq, N * H, hd, G[I.qn]);
+      dk = rms_backward(dk, L.k_pre, gk, L.rk, N * KV, hd, G[I.kn]);
+    }
+    if (I.bq >= 0) acc_bias(G[I.bq], dq, N, qd);
+    if (I.bk >= 0) acc_bias(G[I.bk], dk, N, kvd);
+    if (I.bv >= 0) acc_bias(G[I.bv], dv, N, kvd);
+    acc_tn(G[I.wq], dq, L.h, N, qd, d);
+    acc_tn(G[I.wk], dk, L.h, N, kvd, d);
+    acc_tn(G[I.wv], dv, L.h, N, kvd, d);
+    Mat dh = mul_nn(dq, W[I.wq], N, qd, d);
+    const Mat dhk = mul_nn(dk, W[I.wk], N, kvd, d), dhv = mul_nn(dv, W[I.wv], N, kvd, d);
     for (size_t i = 0; i < dh.size(); ++i) dh[i] += dhk[i] + dhv[i];
-    const Mat din = rms_backward(dh, L.x_in, W[gn1], L.r1, N, d, G[gn1]);
+    lora_backward(I.wq, dq, dh);
+    lora_backward(I.wk, dk, dh);
+    lora_backward(I.wv, dv, dh);
+    const Mat din = rms_backward(dh, L.x_in, W[I.gn1], L.r1, N, d, G[I.gn1]);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += din[i];
   }
   for (int64_t i = 0; i < N; ++i)
-    for (int64_t j = 0; j < d; ++j) G[0][tokens[i] * d + j] += dx[i * d + j];
+    for (int64_t j = 0; j < d; ++j) G[emb][tokens[i] * d + j] += dx[i * d + j];
   return loss;
 }
 
@@ -323,6 +396,7 @@ double LlamaRef::train_step(const std::vector<int32_t>& tokens, int64_t batch, i
                             int64_t step) {
   const double l = loss(tokens, batch, time, targets, true);
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].trainable) continue;
     const double wd = params_[i].decay ? o.weight_decay : 0.0;
     adamw_step(values_[i], m_[i], v_[i], grads_[i], lr, o.beta1, o.beta2, o.eps, wd, step);
     // Stored as float32, as on the device.
@@ -333,7 +407,103 @@ double LlamaRef::train_step(const std::vector<int32_t>& tokens, int64_t batch, i
     else
       weights_[i] = values_[i];
   }
+  auto to_f32 = [](std::vector<double>& v) {
+    for (auto& e : v) e = static_cast<float>(e);
+  };
+  for (Lora& a : lora_) {
+    adamw_step(a.a, a.ma, a.va, a.ga, lr, o.beta1, o.beta2, o.eps, o.weight_decay, step);
+    adamw_step(a.b, a.mb, a.vb, a.gb, lr, o.beta1, o.beta2, o.eps, o.weight_decay, step);
+    for (auto* vec : {&a.a, &a.ma, &a.va, &a.b, &a.mb, &a.vb}) to_f32(*vec);
+  }
   return l;
+}
+
+// ---- LoRA -----------------------------------------------------------------------------------------------------------
+
+LoraLinear lora_linear(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& a,
+                       const std::vector<double>& b, const std::vector<double>& mask, int64_t n, int64_t in,
+                       int64_t out, int64_t r, double scale, const std::vector<double>& dy) {
+  LoraLinear g;
+  Mat xd = x;
+  if (!mask.empty())
+    for (size_t i = 0; i < xd.size(); ++i) xd[i] *= mask[i];
+  Mat u = mul_nt(xd, a, n, in, r);
+  for (auto& e : u) e *= scale;
+  g.y = mul_nt(x, w, n, in, out);
+  const Mat lora_y = mul_nt(u, b, n, r, out);
+  for (size_t i = 0; i < g.y.size(); ++i) g.y[i] += lora_y[i];
+  // Backward: dB = dy^T u; du = dy B; dA = scale du^T xd; dx = dy W + m * (scale du A).
+  g.db.assign(b.size(), 0.0);
+  g.da.assign(a.size(), 0.0);
+  acc_tn(g.db, dy, u, n, out, r);
+  Mat dz = mul_nn(dy, b, n, out, r);
+  for (auto& e : dz) e *= scale;
+  acc_tn(g.da, dz, xd, n, r, in);
+  Mat dxd = mul_nn(dz, a, n, r, in);
+  if (!mask.empty())
+    for (size_t i = 0; i < dxd.size(); ++i) dxd[i] *= mask[i];
+  g.dx = mul_nn(dy, w, n, out, in);
+  for (size_t i = 0; i < g.dx.size(); ++i) g.dx[i] += dxd[i];
+  return g;
+}
+
+void LlamaRef::set_lora(const LoraAdapters& lora) {
+  lora_.clear();
+  lora_of_.assign(params_.size(), -1);
+  for (size_t i = 0; i < lora.adapters().size(); ++i) {
+    const LoraAdapters::Adapter& ad = lora.adapters()[i];
+    Lora a;
+    a.param = ad.param;
+    a.in = ad.in;
+    a.out = ad.out;
+    a.rank = ad.rank;
+    a.scale = ad.scale;
+    a.stream = static_cast<uint32_t>(i);
+    const auto av = lora.a(i).to_host_f32(), bv = lora.b(i).to_host_f32();
+    a.a.assign(av.begin(), av.end());
+    a.b.assign(bv.begin(), bv.end());
+    for (auto* vec : {&a.ma, &a.va}) vec->assign(a.a.size(), 0.0);
+    for (auto* vec : {&a.mb, &a.vb}) vec->assign(a.b.size(), 0.0);
+    lora_of_[ad.param] = static_cast<int>(i);
+    lora_.push_back(std::move(a));
+  }
+  lora_saved_.assign(lora_.size(), {});
+  lora_p_ = lora.config().dropout;
+  lora_seed_ = lora.config().seed;
+}
+
+void LlamaRef::set_lora_dropout(bool on, uint64_t counter) {
+  lora_dropout_ = on;
+  lora_counter_ = counter;
+}
+
+void LlamaRef::lora_forward(int64_t param, const std::vector<double>& x, std::vector<double>& y, int64_t n) {
+  if (param < 0 || static_cast<size_t>(param) >= lora_of_.size() || lora_of_[param] < 0) return;
+  const Lora& a = lora_[lora_of_[param]];
+  LoraSaved& s = lora_saved_[lora_of_[param]];
+  s.n = n;
+  s.xd = x;
+  s.mask.clear();
+  if (lora_dropout_ && lora_p_ > 0) {
+    s.mask = dropout_mask(ops::dropout_key(lora_seed_, lora_counter_), a.stream, n * a.in, lora_p_);
+    for (size_t i = 0; i < s.xd.size(); ++i) s.xd[i] *= s.mask[i];
+  }
+  s.u = mul_nt(s.xd, a.a, n, a.in, a.rank);
+  for (auto& e : s.u) e *= a.scale;
+  const Mat add = mul_nt(s.u, a.b, n, a.rank, a.out);
+  for (size_t i = 0; i < y.size(); ++i) y[i] += add[i];
+}
+
+void LlamaRef::lora_backward(int64_t param, const std::vector<double>& dy, std::vector<double>& dx) {
+  if (param < 0 || static_cast<size_t>(param) >= lora_of_.size() || lora_of_[param] < 0) return;
+  Lora& a = lora_[lora_of_[param]];
+  const LoraSaved& s = lora_saved_[lora_of_[param]];
+  acc_tn(a.gb, dy, s.u, s.n, a.out, a.rank);
+  Mat dz = mul_nn(dy, a.b, s.n, a.out, a.rank);
+  for (auto& e : dz) e *= a.scale;
+  acc_tn(a.ga, dz, s.xd, s.n, a.rank, a.in);
+  const Mat dxd = mul_nn(dz, a.a, s.n, a.rank, a.in);
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] += s.mask.empty() ? dxd[i] : dxd[i] * s.mask[i];
 }
 
 }  // namespace wgtrain::ref

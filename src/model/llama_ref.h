@@ -1,6 +1,7 @@
 // The CPU reference of the Llama model and its training step, in float64: the forward pass and a backward pass
 // derived by hand (not by the autograd tape, which it checks), AdamW, and q4gsw re-quantisation. Parameters are
 // stored rounded to float32 between steps, as the device stores them, so that the two runs follow one trajectory.
+// LoRA adapters (set_lora) add scale * B A (m * x) to the linears they target, with their gradients and AdamW.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +9,18 @@
 
 #include "wgtrain/adamw.h"
 #include "wgtrain/llama.h"
+#include "wgtrain/lora.h"
 
 namespace wgtrain::ref {
+
+// One LoRA linear in float64: y = x W^T + scale * ((m * x) A^T) B^T for x [n, in], W [out, in], A [r, in],
+// B [out, r] and dropout multipliers m [n, in] (empty: none); and, for dy [n, out], the gradients of x, A and B.
+struct LoraLinear {
+  std::vector<double> y, dx, da, db;
+};
+LoraLinear lora_linear(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& a,
+                       const std::vector<double>& b, const std::vector<double>& mask, int64_t n, int64_t in,
+                       int64_t out, int64_t r, double scale, const std::vector<double>& dy);
 
 class LlamaRef {
  public:
@@ -28,6 +39,21 @@ class LlamaRef {
 
   const std::vector<std::vector<double>>& values() const { return values_; }
 
+  // LoRA: the adapters' current values (read back), scales and dropout; from then on the forward adds them, the
+  // backward fills their gradients, and train_step updates them with AdamW (the options' weight decay).
+  struct Lora {
+    size_t param = 0;
+    int64_t in = 0, out = 0, rank = 0;
+    double scale = 0;
+    uint32_t stream = 0;  // the adapter's index: its dropout stream
+    std::vector<double> a, b, ga, gb, ma, va, mb, vb;
+  };
+  void set_lora(const LoraAdapters& lora);
+  // Dropout in the following passes as the device's training step draws it after lora.set_step(counter) (on), or
+  // none (off: evaluation).
+  void set_lora_dropout(bool on, uint64_t counter = 0);
+  const std::vector<Lora>& lora() const { return lora_; }
+
  private:
   LlamaConfig config_;
   std::vector<Llama::Param> params_;
@@ -37,7 +63,22 @@ class LlamaRef {
   std::vector<std::vector<double>> grads_, m_, v_;
   std::vector<double> cos_, sin_;              // rotary tables, float32-rounded as the device's
 
+  std::vector<Lora> lora_;
+  std::vector<int> lora_of_;  // parameter -> adapter, -1 for none
+  double lora_p_ = 0;
+  uint64_t lora_seed_ = 0, lora_counter_ = 0;
+  bool lora_dropout_ = false;
+  struct LoraSaved {
+    std::vector<double> xd, u, mask;  // the dropped input, scale * (xd A^T), the multipliers (empty: none)
+    int64_t n = 0;
+  };
+  std::vector<LoraSaved> lora_saved_;
+
   void dequantize(size_t i, bool recompute_scales);
+  // y += the adapter's output for linear `param` of input x [n, in] (nothing without an adapter).
+  void lora_forward(int64_t param, const std::vector<double>& x, std::vector<double>& y, int64_t n);
+  // dx += the adapter's input gradient for dy [n, out]; the adapter's gradients accumulate.
+  void lora_backward(int64_t param, const std::vector<double>& dy, std::vector<double>& dx);
 };
 
 }  // namespace wgtrain::ref

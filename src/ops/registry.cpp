@@ -87,6 +87,7 @@ const Registry& Registry::global() {
     ops::detail::register_adamw_ops(r);
     ops::detail::register_norm_ops(r);
     ops::detail::register_rope_ops(r);
+    ops::detail::register_dropout_ops(r);
     return r;
   }();
   return reg;

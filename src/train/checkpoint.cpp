@@ -4,21 +4,20 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "wgtrain/error.h"
 #include "wgtrain/q4gsw.h"
 #include "wgtrain/safetensors.h"
+#include "train/checkpoint_format.h"
 
 namespace wgtrain {
 
 namespace st = safetensors;
 
-namespace {
+namespace detail {
 
-constexpr const char* kFormat = "wgtrain-checkpoint-1";
-
-// FNV-1a over each tensor's name and bytes, in name order.
-std::string checksum(const st::Contents& c) {
+std::string checkpoint_checksum(const st::Contents& c) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const uint8_t* p, size_t n) {
     for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -32,11 +31,6 @@ std::string checksum(const st::Contents& c) {
   return buf;
 }
 
-std::string base_of(const std::string& weight_name) {
-  const std::string suffix = ".weight";
-  return weight_name.substr(0, weight_name.size() - suffix.size());
-}
-
 st::Array f32_array(const float* data, const Shape& shape) {
   st::Array a;
   a.dtype = "F32";
@@ -46,8 +40,8 @@ st::Array f32_array(const float* data, const Shape& shape) {
   return a;
 }
 
-const st::Array& need(const st::Contents& c, const std::string& path, const std::string& name, const char* dtype,
-                      const Shape& shape) {
+const st::Array& need_tensor(const st::Contents& c, const std::string& path, const std::string& name,
+                             const char* dtype, const Shape& shape) {
   auto it = c.tensors.find(name);
   if (it == c.tensors.end()) throw Error("checkpoint '" + path + "' has no tensor '" + name + "'");
   if (it->second.dtype != dtype || it->second.shape != shape)
@@ -56,23 +50,41 @@ const st::Array& need(const st::Contents& c, const std::string& path, const std:
   return it->second;
 }
 
-st::Contents read_checked(const std::string& path) {
+st::Contents read_checked(const std::string& path, const std::string& format, const std::string& kind) {
   st::Contents c;
   try {
     c = st::load(path);
   } catch (const Error& e) {
-    throw Error("cannot read checkpoint '" + path + "': " + e.what());
+    throw Error("cannot read " + kind + " '" + path + "': " + e.what());
   }
   auto meta = [&](const char* key) {
     auto it = c.metadata.find(key);
     return it == c.metadata.end() ? std::string() : it->second;
   };
-  if (meta("format") != kFormat)
-    throw Error("'" + path + "' is not a wgtrain checkpoint (format '" + meta("format") + "', expected '" + kFormat +
+  if (meta("format") != format)
+    throw Error("'" + path + "' is not a wgtrain " + kind + " (format '" + meta("format") + "', expected '" + format +
                 "')");
-  if (meta("checksum") != checksum(c))
-    throw Error("checkpoint '" + path + "' is corrupt: its data does not match its checksum");
+  if (meta("checksum") != checkpoint_checksum(c))
+    throw Error(kind + " '" + path + "' is corrupt: its data does not match its checksum");
   return c;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr const char* kFormat = "wgtrain-checkpoint-1";
+
+std::string base_of(const std::string& weight_name) {
+  const std::string suffix = ".weight";
+  return weight_name.substr(0, weight_name.size() - suffix.size());
+}
+
+st::Contents read_checked(const std::string& path) { return detail::read_checked(path, kFormat, "checkpoint"); }
+
+const st::Array& need(const st::Contents& c, const std::string& path, const std::string& name, const char* dtype,
+                      const Shape& shape) {
+  return detail::need_tensor(c, path, name, dtype, shape);
 }
 
 CheckpointInfo info_of(const st::Contents& c, const std::string& path) {
@@ -93,19 +105,24 @@ void save_checkpoint(const std::string& path, const Llama& model, const Tensor* 
                      const std::string& state_json) {
   if ((m == nullptr) != (v == nullptr)) throw ArgumentError("save_checkpoint: give both moments or neither");
   st::Contents c;
-  const auto values = model.values().to_host_f32();
-  std::vector<float> mh, vh;
+  std::vector<float> values, mh, vh;
+  if (model.arena_size() > 0) values = model.values().to_host_f32();
   if (m) {
     mh = m->to_host_f32();
     vh = v->to_host_f32();
     if (mh.size() != values.size() || vh.size() != values.size())
       throw ArgumentError("save_checkpoint: the moments are not laid out as the model's parameters");
   }
-  for (const auto& p : model.params()) {
-    c.tensors[p.name] = f32_array(values.data() + p.offset, p.shape);
-    if (m) {
-      c.tensors["optimizer.m." + p.name] = f32_array(mh.data() + p.offset, p.shape);
-      c.tensors["optimizer.v." + p.name] = f32_array(vh.data() + p.offset, p.shape);
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    const Llama::Param& p = model.params()[i];
+    if (p.trainable) {
+      c.tensors[p.name] = detail::f32_array(values.data() + p.offset, p.shape);
+      if (m) {
+        c.tensors["optimizer.m." + p.name] = detail::f32_array(mh.data() + p.offset, p.shape);
+        c.tensors["optimizer.v." + p.name] = detail::f32_array(vh.data() + p.offset, p.shape);
+      }
+    } else if (p.q4 < 0) {
+      c.tensors[p.name] = detail::f32_array(model.value(i).to_host_f32().data(), p.shape);
     }
     if (p.q4 < 0) continue;
     const Q4Weight& w = model.q4_weights()[p.q4];
@@ -120,7 +137,7 @@ void save_checkpoint(const std::string& path, const Llama& model, const Tensor* 
   c.metadata["config"] = model.config().to_json();
   if (!state_json.empty()) c.metadata["state"] = state_json;
   if (m) c.metadata["optimizer"] = "adamw";
-  c.metadata["checksum"] = checksum(c);
+  c.metadata["checksum"] = detail::checkpoint_checksum(c);
   st::save(path, c);
 }
 
@@ -135,50 +152,54 @@ CheckpointInfo load_checkpoint(const std::string& path, Llama& model, const Tens
   const bool moments = m != nullptr;
   if (moments && !info.has_optimizer)
     throw Error("checkpoint '" + path + "' has no optimizer state to resume from (it holds weights only)");
-  // Check everything before touching the device.
-  std::vector<float> values(static_cast<size_t>(model.arena_size()), 0.0f), mh, vh;
-  if (moments) {
-    mh.assign(values.size(), 0.0f);
-    vh.assign(values.size(), 0.0f);
+  // Check every tensor before touching the device. A parameter's float32 weight is there when it was trainable or
+  // float when saved; a frozen q4 weight is its codes and scales alone.
+  std::set<std::string> known;
+  for (const auto& p : model.params()) {
+    known.insert(p.name);
+    if (info.has_optimizer) known.insert({"optimizer.m." + p.name, "optimizer.v." + p.name});
+    if (p.q4 >= 0) known.insert({base_of(p.name) + ".qweight", base_of(p.name) + ".scales"});
   }
+  for (const auto& [name, a] : c.tensors)
+    if (!known.count(name)) throw Error("checkpoint '" + path + "' holds a tensor the model does not have: '" + name + "'");
   struct Q4Load {
     std::vector<int32_t> words;
     std::vector<float> scales;
   };
-  std::map<int, Q4Load> q4;
-  size_t expected = 0;
-  for (const auto& p : model.params()) {
+  std::map<size_t, Q4Load> q4;
+  std::map<size_t, const st::Array*> floats;
+  std::vector<float> mh, vh;
+  if (moments) {
+    mh.assign(static_cast<size_t>(model.arena_size()), 0.0f);
+    vh.assign(mh.size(), 0.0f);
+  }
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    const Llama::Param& p = model.params()[i];
     const size_t n = static_cast<size_t>(numel(p.shape));
-    std::memcpy(values.data() + p.offset, need(c, path, p.name, "F32", p.shape).bytes.data(), n * 4);
-    ++expected;
-    if (moments) {
+    if (p.has_float() || c.tensors.count(p.name)) floats[i] = &need(c, path, p.name, "F32", p.shape);
+    if (moments && p.trainable) {
       std::memcpy(mh.data() + p.offset, need(c, path, "optimizer.m." + p.name, "F32", p.shape).bytes.data(), n * 4);
       std::memcpy(vh.data() + p.offset, need(c, path, "optimizer.v." + p.name, "F32", p.shape).bytes.data(), n * 4);
     }
-    if (info.has_optimizer) expected += 2;
     if (p.q4 < 0) continue;
     const Q4Weight& w = model.q4_weights()[p.q4];
     const int64_t rows = w.out_features(), k = w.in_features;
     const st::Array& codes = need(c, path, base_of(p.name) + ".qweight", "U8", {rows, q4gsw::bytes_per_row(k)});
     const st::Array& scales = need(c, path, base_of(p.name) + ".scales", "F32", w.scales.shape());
-    Q4Load& l = q4[p.q4];
+    Q4Load& l = q4[i];
     l.words = q4gsw::pack_bytes(codes.bytes, rows, k);
     l.scales.resize(static_cast<size_t>(w.scales.numel()));
     std::memcpy(l.scales.data(), scales.bytes.data(), scales.bytes.size());
-    expected += 2;
   }
-  if (c.tensors.size() != expected)
-    for (const auto& [name, a] : c.tensors) {
-      (void)a;
-      bool known = false;
-      for (const auto& p : model.params())
-        known = known || name == p.name || name == "optimizer.m." + p.name || name == "optimizer.v." + p.name ||
-                (p.q4 >= 0 && (name == base_of(p.name) + ".qweight" || name == base_of(p.name) + ".scales"));
-      if (!known) throw Error("checkpoint '" + path + "' holds a tensor the model does not have: '" + name + "'");
-    }
-  model.values().write(values);
-  for (const auto& [index, l] : q4) {
-    const Q4Weight& w = model.q4_weights()[index];
+  for (const auto& [i, a] : floats) {
+    const Llama::Param& p = model.params()[i];
+    if (!p.has_float()) continue;  // a frozen q4 weight here: its codes below are the weight
+    std::vector<float> host(static_cast<size_t>(numel(p.shape)));
+    std::memcpy(host.data(), a->bytes.data(), a->bytes.size());
+    model.value(i).write(host);
+  }
+  for (const auto& [i, l] : q4) {
+    const Q4Weight& w = model.q4_weights()[model.params()[i].q4];
     w.codes.write(l.words);
     w.scales.write(l.scales);
   }

@@ -1,5 +1,5 @@
 // The trainer: set-up (corpus, tokenizer, model, optimizer), the recorded training and validation steps, the
-// learning-rate schedule, checkpoints and loss curves; and the text generator.
+// learning-rate schedule, checkpoints and loss curves.
 #include "wgtrain/trainer.h"
 
 #include <nlohmann/json.hpp>
@@ -131,13 +131,13 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
       throw Error("--resume: the trainer state in '" + ckpt.string() + "' is unusable: " + e.what());
     }
     config = resume_info->config;
-    tokenizer_ = BpeTokenizer::load((dir / kTokenizer).string());
+    tokenizer_ = Tokenizer::load((dir / kTokenizer).string());
     log_("resuming " + dir.string() + " at step " + std::to_string(step_));
   } else if (!opt_.init_from.empty()) {
     const fs::path src = fs::path(opt_.init_from) / kCheckpoint;
     config = read_checkpoint_info(src.string()).config;
     opt_.model = (fs::path(opt_.init_from) / "config.json").string();  // what the run is, in its state and log
-    tokenizer_ = BpeTokenizer::load((fs::path(opt_.init_from) / kTokenizer).string());
+    tokenizer_ = Tokenizer::load((fs::path(opt_.init_from) / kTokenizer).string());
     log_("fine-tuning from " + src.string());
   } else {
     config = config_from(opt_.model);
@@ -165,15 +165,15 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
        fmt(static_cast<double>(split.val.size()) / 1e6, "%.2f") + " MB held out for validation)");
   if (!opt_.resume && opt_.init_from.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    tokenizer_ = BpeTokenizer::train(split.train, static_cast<int>(config.vocab_size));
+    tokenizer_ = train_bpe(split.train, static_cast<int>(config.vocab_size));
     log_("trained a " + std::to_string(tokenizer_.vocab_size()) + "-token BPE tokenizer in " +
          fmt(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "%.1f") + " s");
   }
   if (tokenizer_.vocab_size() > config.vocab_size)
     throw Error("the tokenizer has " + std::to_string(tokenizer_.vocab_size()) + " tokens, the model only " +
                 std::to_string(config.vocab_size));
-  s.train_tokens = tokenizer_.encode(split.train);
-  s.val_tokens = tokenizer_.encode(split.val);
+  s.train_tokens = tokenizer_.encode(split.train, /*add_special_tokens=*/false);
+  s.val_tokens = tokenizer_.encode(split.val, /*add_special_tokens=*/false);
   log_("tokens: " + std::to_string(s.train_tokens.size()) + " for training, " + std::to_string(s.val_tokens.size()) +
        " for validation");
   s.sampler = std::make_unique<data::BatchSampler>(s.train_tokens, opt_.batch_size, s.seq_len, opt_.seed);
@@ -335,55 +335,6 @@ Trainer::Outcome Trainer::run(const std::function<void(const StepInfo&)>& on_ste
   }
   if (s.last_saved != step_) save();
   return Outcome::Finished;
-}
-
-// ---- generation -------------------------------------------------------------------------------------------------
-
-Generator::Generator(Device& device, const std::string& run_dir) : device_(device) {
-  const fs::path ckpt = fs::path(run_dir) / kCheckpoint;
-  if (!fs::exists(ckpt)) throw Error("no checkpoint in '" + run_dir + "' (expected " + ckpt.string() + ")");
-  const CheckpointInfo info = read_checkpoint_info(ckpt.string());
-  model_ = std::make_unique<Llama>(device_, info.config, 0);
-  load_checkpoint(ckpt.string(), *model_, nullptr, nullptr);
-  tokenizer_ = BpeTokenizer::load((fs::path(run_dir) / kTokenizer).string());
-}
-
-std::string Generator::generate(const GenerateOptions& o, const std::function<void(const std::string&)>& on_text) {
-  if (o.temperature < 0) throw ArgumentError("temperature must be >= 0");
-  if (o.top_k < 0) throw ArgumentError("top-k must be >= 0");
-  std::vector<int32_t> ids = tokenizer_.encode(o.prompt.empty() ? std::string("\n") : o.prompt);
-  const int64_t V = model_->config().vocab_size, ctx = model_->config().max_seq_len;
-  SplitMix64 rng(o.seed);
-  std::string shown = tokenizer_.decode(ids);
-  for (int64_t n = 0; n < o.max_tokens; ++n) {
-    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - ctx);
-    const std::vector<int32_t> window(ids.begin() + start, ids.end());
-    const int64_t T = static_cast<int64_t>(window.size());
-    const Tensor tokens = Tensor::from_host(device_, {1, T}, window);
-    const std::vector<float> logits = model_->logits(tokens).value().slice(1, T - 1, T).to_host_f32();
-    // Only ids the tokenizer knows (the model's vocabulary may be larger).
-    const int64_t usable = std::min<int64_t>(V, tokenizer_.vocab_size());
-    std::vector<std::pair<double, int32_t>> cand;
-    for (int64_t v = 0; v < usable; ++v) cand.emplace_back(logits[v], static_cast<int32_t>(v));
-    std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    int32_t next = cand.front().second;
-    if (o.temperature > 0) {
-      if (o.top_k > 0 && static_cast<int64_t>(cand.size()) > o.top_k) cand.resize(static_cast<size_t>(o.top_k));
-      double z = 0;
-      std::vector<double> w;
-      for (const auto& [l, id] : cand) z += w.emplace_back(std::exp((l - cand.front().first) / o.temperature));
-      double u = rng.uniform() * z;
-      for (size_t i = 0; i < cand.size(); ++i) {
-        next = cand[i].second;
-        if ((u -= w[i]) <= 0) break;
-      }
-    }
-    ids.push_back(next);
-    const std::string text = tokenizer_.decode(ids);
-    if (on_text && text.size() > shown.size()) on_text(text.substr(shown.size()));
-    shown = text;
-  }
-  return shown;
 }
 
 }  // namespace wgtrain

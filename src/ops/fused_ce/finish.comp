@@ -1,4 +1,5 @@
-// fused_ce, step 3 (the GLSL twin of finish.wgsl): loss = sum of the row losses / n_valid, in a fixed order.
+// fused_ce, step 3 (the GLSL twin of finish.wgsl): loss = sum of the row losses / n_valid (0 when n_valid is 0), in
+// a fixed order.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -20,5 +21,5 @@ void main() {
   float acc = 0.0;
   for (uint r = t; r < p.rows; r += WG) acc += row_loss[r];
   const float total = workgroup_sum(t, acc);
-  if (t == 0u) loss[p.loss_off] = total / stats[0];
+  if (t == 0u) loss[p.loss_off] = stats[0] > 0.0 ? total / stats[0] : 0.0;
 }

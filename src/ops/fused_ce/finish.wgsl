@@ -1,4 +1,5 @@
-// fused_ce, step 3: loss = sum of the row losses / n_valid (NaN when no row counts, as PyTorch's mean of nothing).
+// fused_ce, step 3: loss = sum of the row losses / n_valid, 0 when n_valid is 0 (PyTorch's NaN would end a run whose
+// batch happens to have no target, e.g. all prompt under prompt masking).
 // One workgroup, a fixed summation order: the same inputs always give the same loss.
 
 const WG: u32 = 256u;
@@ -26,6 +27,6 @@ fn main(@builtin(local_invocation_id) lid: vec3u) {
   }
   let total = workgroup_sum(lid.x, acc);
   if (lid.x == 0u) {
-    loss[p.loss_off] = total / stats[0];
+    loss[p.loss_off] = select(0.0, total / stats[0], stats[0] > 0.0);
   }
 }

@@ -2,7 +2,6 @@
 // (count.wgsl, rows.wgsl, finish.wgsl) that never write the probabilities.
 #include "wgtrain/fused_ce.h"
 
-#include <limits>
 #include <string>
 #include <utility>
 
@@ -72,8 +71,8 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
     throw ArgumentError("fused_ce: " + std::to_string(labels.size(0)) + " labels for " + std::to_string(rows) +
                         " rows of logits");
   if (vocab == 0) throw ArgumentError("fused_ce: logits have no classes");
-  if (n_valid && *n_valid <= 0)
-    throw ArgumentError("fused_ce: n_valid must be positive, got " + std::to_string(*n_valid));
+  if (n_valid && *n_valid < 0)
+    throw ArgumentError("fused_ce: n_valid must not be negative, got " + std::to_string(*n_valid));
   // Labels the host wrote are checked here; others by the kernel (a label >= V is reported at the next read-back).
   if (const auto range = host_known_range(labels); range && range->second >= vocab)
     throw ArgumentError("fused_ce: label " + std::to_string(range->second) + " is out of range for " +
@@ -89,7 +88,7 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
   out.loss = new_tensor(dev, {}, DType::F32);
   out.dlogits = in_place ? x : new_tensor(dev, {rows, vocab}, DType::F32);
   if (rows == 0) {
-    out.loss = ops::fill(out.loss, std::numeric_limits<double>::quiet_NaN());  // the mean of nothing
+    out.loss = ops::fill(out.loss, 0.0);  // nothing counts: loss 0, as with every label ignored
     return out;
   }
   const Tensor stats = new_tensor(dev, {4}, DType::F32);
@@ -165,7 +164,8 @@ void register_fused_ce_ops(Registry& r) {
   s.min_rank = 1;
   s.max_rank = 2;
   s.training_only = true;
-  s.constraints = {"labels int32 [R], each < V", "dlogits = (softmax - onehot) / n_valid, 0 on ignored rows"};
+  s.constraints = {"labels int32 [R], each < V", "dlogits = (softmax - onehot) / n_valid, 0 on ignored rows",
+                   "loss 0 and dlogits 0 when n_valid is 0"};
   s.run = [](Device&, const OpTensors& in, const OpArgs& args) {
     std::optional<int64_t> n;
     if (args.has("n_valid")) n = args.get_int("n_valid", 0);

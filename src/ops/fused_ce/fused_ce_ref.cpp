@@ -22,10 +22,11 @@ CrossEntropyRef cross_entropy(const HostTensor& logits, const std::vector<int>& 
     double s = 0;
     for (int64_t j = 0; j < vocab; ++j) s += std::exp(x[j] - m);
     total += std::log(s) + m - x[labels[r]];
+    if (n_valid == 0) continue;  // nothing counts: dlogits stay 0
     for (int64_t j = 0; j < vocab; ++j)
       out.dlogits.data[r * vocab + j] = (std::exp(x[j] - m) / s - (j == labels[r] ? 1.0 : 0.0)) / n_valid;
   }
-  out.loss = total / n_valid;  // 0 / 0 = NaN when no row counts
+  out.loss = n_valid == 0 ? 0.0 : total / n_valid;  // not PyTorch's NaN: see fused_ce.h
   return out;
 }
 

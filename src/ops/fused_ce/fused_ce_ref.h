@@ -12,7 +12,7 @@ struct CrossEntropyRef {
   HostTensor dlogits;
 };
 
-// n_valid < 0: count the labels >= 0.
+// n_valid < 0: count the labels >= 0. With no row counting (n_valid 0), loss 0 and dlogits 0.
 CrossEntropyRef cross_entropy(const HostTensor& logits, const std::vector<int>& labels, double n_valid = -1);
 
 }  // namespace wgtrain::ref

@@ -1,5 +1,5 @@
-// fused_ce against the float64 reference: awkward sizes, ignored rows, logits of magnitude 1e4, in place; each case
-// on both backends (WebGPU, and the native Vulkan backend; tests/support/backends.h).
+// fused_ce against the float64 reference: awkward sizes, ignored rows, logits of magnitude 1e4, in place, no row
+// counting at all; each case on both backends (WebGPU, and the native Vulkan backend; tests/support/backends.h).
 // Tolerances: loss |l - ref| <= 1e-5 |ref| + 1e-6 (1 + max |x|) (logsumexp is as exact as the largest logit);
 // dlogits |d - ref| <= 1e-5 |ref| + 1e-6 / n_valid.
 #include <gtest/gtest.h>
@@ -44,18 +44,15 @@ void check(const CE& got, const ref::HostTensor& x, const ref::CrossEntropyRef& 
   double xmax = 0;
   for (double v : x.data) xmax = std::max(xmax, std::fabs(v));
   const float loss = got.loss.to_host_f32()[0];
-  if (std::isnan(want.loss)) {
-    EXPECT_TRUE(std::isnan(loss)) << loss;
-  } else {
-    EXPECT_NEAR(loss, want.loss, 1e-5 * std::fabs(want.loss) + 1e-6 * (1 + xmax)) << "WGTRAIN_TEST_SEED="
-                                                                                  << test::seed();
-  }
+  EXPECT_NEAR(loss, want.loss, 1e-5 * std::fabs(want.loss) + 1e-6 * (1 + xmax)) << "WGTRAIN_TEST_SEED="
+                                                                                << test::seed();
   double dmax = 0;  // 1 / n_valid at most: the absolute tolerance follows it
   for (double v : want.dlogits.data) dmax = std::max(dmax, std::fabs(v));
   EXPECT_TRUE(test::close_to(got.dlogits, want.dlogits, 1e-6 * std::max(dmax, 1e-30), 1e-5)) << "dlogits";
 }
 
 std::vector<int32_t> as_i32(const std::vector<int>& v) { return {v.begin(), v.end()}; }
+ref::HostTensor x_small() { return random_host({2, 4}); }
 
 class FusedCe : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
@@ -121,6 +118,42 @@ TEST_P(FusedCeOn, OutOfRangeLabelsAreErrors) {
     EXPECT_NO_THROW(B::fused_ce(B::upload(x), B::upload_i32({3}, {1, 9, 2})).loss.to_host_f32());
     EXPECT_THROW(B::fused_ce(B::upload(x), B::upload_i32({2}, {1, 2})), ArgumentError);
   });
+}
+
+// No label counts (a batch that is all prompt under --mask-prompt): the loss is 0 and every gradient 0, exactly,
+// rather than PyTorch's NaN (0 / 0), which would poison the weights at the next step.
+template <class B>
+void no_counted_labels() {
+  for (int64_t vocab : {33, 300}) {  // scalar and vec4 rows
+    SCOPED_TRACE(vocab);
+    const auto x = random_host({6, vocab}, -4, 4);
+    const std::vector<int32_t> ignored(6, -100);
+    const std::vector<float> zeros(static_cast<size_t>(6 * vocab), 0.0f);
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(in_place ? "in place" : "out of place");
+      const auto ce = B::fused_ce(B::upload(x), B::upload_i32({6}, ignored), std::nullopt, in_place);
+      EXPECT_EQ(ce.loss.to_host_f32(), std::vector<float>{0.0f});
+      EXPECT_EQ(ce.dlogits.to_host_f32(), zeros);
+    }
+    // n_valid given as 0 (a whole batch with nothing to learn, split in pieces): no row counts, whatever its label.
+    const auto labels = random_labels(6, vocab, 0.3);
+    const auto ce = B::fused_ce(B::upload(x), B::upload_i32({6}, as_i32(labels)), 0);
+    EXPECT_EQ(ce.loss.to_host_f32(), std::vector<float>{0.0f});
+    EXPECT_EQ(ce.dlogits.to_host_f32(), zeros);
+    const auto want = ref::cross_entropy(x, labels, 0);
+    EXPECT_EQ(want.loss, 0.0);
+    check(ce, x, want);
+  }
+  // No rows at all: the mean of nothing is 0 too.
+  const auto empty = B::fused_ce(B::upload(ref::HostTensor({0, 5})), B::upload_i32({0}, {}));
+  EXPECT_EQ(empty.loss.to_host_f32(), std::vector<float>{0.0f});
+  EXPECT_EQ(ref::cross_entropy(ref::HostTensor({0, 5}), {}).loss, 0.0);
+  // A negative divisor is still an error.
+  EXPECT_THROW(B::fused_ce(B::upload(x_small()), B::upload_i32({2}, {1, 2}), -1), ArgumentError);
+}
+
+TEST_P(FusedCeOn, NoCountedLabelsGiveZeroLossAndGradient) {
+  test::with_backend(GetParam(), [](auto b) { no_counted_labels<decltype(b)>(); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FusedCeOn, ::testing::ValuesIn(test::kBackends));

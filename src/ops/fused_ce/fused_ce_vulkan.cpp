@@ -1,6 +1,4 @@
 // fused_ce on the native Vulkan backend (count.comp, rows.comp, finish.comp): the twin of fused_ce.cpp.
-#include <cstring>
-#include <limits>
 #include <string>
 
 #include "ops/common.h"
@@ -23,7 +21,8 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
     throw ArgumentError("fused_ce: " + std::to_string(labels.size(0)) + " labels for " + std::to_string(rows) +
                         " rows of logits");
   if (vocab == 0) throw ArgumentError("fused_ce: logits have no classes");
-  if (n_valid && *n_valid <= 0) throw ArgumentError("fused_ce: n_valid must be positive");
+  if (n_valid && *n_valid < 0)
+    throw ArgumentError("fused_ce: n_valid must not be negative, got " + std::to_string(*n_valid));
   detail::Context& ctx = logits.ctx();
   CrossEntropy out;
   out.loss = Tensor(ctx.allocate(4, "fused_ce loss"), {}, DType::F32);
@@ -31,11 +30,7 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
                          : Tensor(ctx.allocate(static_cast<uint64_t>(rows * vocab) * 4, "dlogits"), {rows, vocab},
                                   DType::F32);
   if (rows == 0) {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    uint32_t bits;
-    static_assert(sizeof bits == sizeof nan);
-    std::memcpy(&bits, &nan, 4);
-    ctx.fill(*out.loss.buffer(), 0, 4, bits);  // the mean of nothing
+    ctx.fill(*out.loss.buffer(), 0, 4, 0u);  // nothing counts: loss 0 (float 0 is all zero bits)
     return out;
   }
   u32(rows * vocab, "logits elements");

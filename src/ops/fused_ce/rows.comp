@@ -1,7 +1,7 @@
 // fused_ce, step 2 (the GLSL twin of rows.wgsl, streaming form): one workgroup per row of logits [R, V]. Pass 1
 // keeps a running (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
 //   dlogits = (exp(x - max) / sum - onehot(label)) / n_valid
-// (0 on an ignored row, label < 0) and the row's loss log(sum) + max - x[label]. The probabilities are never
+// (0 on an ignored row, label < 0, and everywhere when n_valid is 0) and the row's loss log(sum) + max - x[label]. The probabilities are never
 // stored; every exponent is <= 0. IN_PLACE: dlogits over the logits (each element read, then written, by one
 // thread). A label >= V is refused: zero gradient, no loss, and bit p.index_bit in the error word.
 // Variants (rows.variants): WG_SIZE threads a row (1024 where the device allows: fewer rows in flight keep each in
@@ -72,7 +72,7 @@ void main() {
     m = mx;
   }
   const vec2 st = row_stats(t, m, s);
-  const float inv_n = 1.0 / stats[0];
+  const float inv_n = stats[0] > 0.0 ? 1.0 / stats[0] : 0.0;  // n_valid 0: nothing counts
   const float scale = inv_n / st.y;
 #if VEC == 4
   const float x_label = logits[base + uint(label) / 4u][uint(label) % 4u];

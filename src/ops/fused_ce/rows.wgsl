@@ -1,7 +1,7 @@
 // fused_ce, step 2: one workgroup per row of logits [R, V].
 // Pass 1 keeps a running (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
 //   dlogits = (exp(x - max) / sum - onehot(label)) / n_valid
-// (0 for an ignored row, label < 0), and the row's loss log(sum) + max - x[label]. Probabilities are never stored.
+// (0 for an ignored row, label < 0, and everywhere when n_valid is 0), and the row's loss log(sum) + max - x[label]. Probabilities are never stored.
 // Every exponent is <= 0, so logits of any magnitude are safe. Variants: dlogits over the logits buffer (each
 // element is read, then written, by the same thread), and T = vec4<f32> when V and the offsets are multiples of 4
 // (then p.vocab and the offsets count vec4s, and VEC_HELPERS reduce across the 4 lanes). PASS1 and PASS2 either
@@ -65,7 +65,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let stats_row = row_stats(t, m, s);
   let row_max = stats_row.x;
   let row_sum = stats_row.y;
-  let inv_n = 1.0 / stats[0];
+  let inv_n = select(0.0, 1.0 / stats[0], stats[0] > 0.0);  // n_valid 0: nothing counts
   let scale = inv_n / row_sum;
   let x_label = lane(logits[base + u32(label) / LANES], u32(label) % LANES);
   workgroupBarrier();  // everyone has read x_label before it is overwritten in place
