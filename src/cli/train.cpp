@@ -72,7 +72,11 @@ void print_profile(Device& device) {
 
 int run_train(const TrainCliOptions& cli) {
   TrainOptions o = cli.train;
-  if (o.out_dir.empty()) o.out_dir = "runs/" + stem(o.init_from.empty() ? o.model : o.init_from) + "-" + stem(o.data);
+  if (o.out_dir.empty()) {
+    o.out_dir = "runs/" + stem(o.init_from.empty() ? o.model : o.init_from) + "-" + stem(o.data);
+    if (!o.fine_tune.empty()) o.out_dir += "-" + o.fine_tune;
+  }
+  const char* command = o.fine_tune.empty() ? "train" : "finetune";
   DeviceOptions dopt;
   dopt.backend = webgpu_only(cli.backend, "train");
   Device device = Device::open(dopt);
@@ -134,17 +138,24 @@ int run_train(const TrainCliOptions& cli) {
   std::signal(SIGINT, SIG_DFL);
   if (tty) std::printf("\n");
   print_profile(device);
+  std::printf("peak GPU memory: %.1f MiB\n", static_cast<double>(device.stats().peak_bytes_allocated) / (1 << 20));
   const std::string dir = o.out_dir;
   if (outcome == Trainer::Outcome::Interrupted) {
-    std::printf("interrupted at step %lld; checkpoint saved in %s\ncontinue with: wgtrain train --resume --out %s\n",
-                static_cast<long long>(trainer.step()), dir.c_str(), dir.c_str());
+    std::printf("interrupted at step %lld; checkpoint saved in %s\ncontinue with: wgtrain %s --resume --out %s\n",
+                static_cast<long long>(trainer.step()), dir.c_str(), command, dir.c_str());
     return 130;
   }
   std::printf("done: step %lld, train loss %.4f, validation loss %.4f\n", static_cast<long long>(trainer.step()),
               last_loss, last_val);
   std::printf("checkpoint %s/checkpoint.safetensors, loss curve %s/loss.csv and %s/loss.png\n", dir.c_str(),
               dir.c_str(), dir.c_str());
-  std::printf("try: wgtrain generate --ckpt %s --prompt \"The jury said\"\n", dir.c_str());
+  if (trainer.lora()) {
+    std::printf("adapters (Hugging Face peft format) %s/adapter_model.safetensors and adapter_config.json\n", dir.c_str());
+    std::printf("try: wgtrain generate --model %s --adapter %s --prompt \"...\"\n", trainer.options().model.c_str(),
+                dir.c_str());
+  } else {
+    std::printf("try: wgtrain generate --model %s --prompt \"The jury said\"\n", dir.c_str());
+  }
   return 0;
 }
 

@@ -28,7 +28,8 @@ std::unique_ptr<Llama> load_run_model(Device& device, const std::string& run_dir
   return model;
 }
 
-Generator::Generator(Device& device, const std::string& dir, const hf::ImportOptions& import) {
+Generator::Generator(Device& device, const std::string& dir, const hf::ImportOptions& import,
+                     const std::string& adapter_dir) {
   if (hf::is_model_dir(dir)) {
     owned_model_ = hf::load_model(device, dir, import, &report_);
     owned_tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load_dir(dir));
@@ -36,13 +37,19 @@ Generator::Generator(Device& device, const std::string& dir, const hf::ImportOpt
     owned_model_ = load_run_model(device, dir, Trainable::None);
     owned_tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load_dir(dir));
   }
+  if (!adapter_dir.empty()) {
+    adapters_ = load_peft(*owned_model_, adapter_dir);
+    owned_model_->set_linear_hook(adapters_.get());
+  }
   model_ = owned_model_.get();
   tokenizer_ = owned_tokenizer_.get();
 }
 
 Generator::Generator(const Llama& model, const Tokenizer& tokenizer) : model_(&model), tokenizer_(&tokenizer) {}
 
-Generator::~Generator() = default;
+Generator::~Generator() {
+  if (owned_model_) owned_model_->set_linear_hook(nullptr);
+}
 
 std::vector<int32_t> Generator::prompt_ids(const GenerateOptions& o) const {
   if (o.chat) {
