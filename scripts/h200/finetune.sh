@@ -11,8 +11,8 @@ out=${OUT:-/tmp}
 fx=.fixture-carry
 export PYTHONUNBUFFERED=1
 
-# 1. Compatibility checks, in one Python process (the imports take longer than the checks).
-python3 - > "$out/checks.log" 2>&1 <<'EOF'
+# 1. Compatibility checks, in one Python process (the imports take longer than the checks), when staged.
+ls .fixture-carry/peft_out .fixture-carry/export_out >/dev/null 2>&1 && python3 - > "$out/checks.log" 2>&1 <<'EOF'
 import glob, runpy, sys
 results = []
 def run(script, *args):
@@ -32,7 +32,8 @@ print(f"checks: {sum(c == 0 for c, _ in results)} of {len(results)} passed")
 for c, what in results:
     print(("ok  " if c == 0 else "FAIL") + " " + what)
 EOF
-tail -1 "$out/checks.log"
+[ -f "$out/checks.log" ] && tail -1 "$out/checks.log"
+ldd .carry/wgtrain | grep "not found" && echo "wgtrain is missing libraries: see scripts/h200/env.sh"
 
 # 2. LoRA fine-tuning: rank 16, alpha 32, all seven projections, batch 8 x 512, on random-weight checkpoints of
 # Qwen2.5-0.5B's and Llama-3.2-1B's shapes (bf16 on disk, as on the hub), with the real tokenizers.
