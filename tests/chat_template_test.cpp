@@ -209,6 +209,23 @@ TEST(ChatTemplateFilters, StringMethods) {
             "1 and y ['a', 'b', 'c'] 00ab");
 }
 
+TEST(ChatTemplateFilters, PythonCornerCases) {
+  // Case mapping beyond ASCII, as str.upper() / str.lower() / str.title().
+  EXPECT_EQ(render("{{ 'héllo wörld straße' | upper }} {{ 'ÀÉÎ ΣΑΣ Жук' | lower }} {{ 'élan ünd' | title }}"),
+            "HÉLLO WÖRLD STRASSE àéî σας жук Élan Ünd");
+  // dict views and range print as Python's and are not JSON.
+  EXPECT_EQ(render("{{ {'a': 1}.items() }} {{ {'a': 1}.keys() }} {{ range(3) }} {{ range(1, 9, 3) | list }}"),
+            "dict_items([('a', 1)]) dict_keys(['a']) range(0, 3) [1, 4, 7]");
+  EXPECT_NE(error_of("{{ range(3) | tojson }}").find("Object of type range is not JSON serializable"), std::string::npos);
+  // round keeps ints, rounds halves to even; int() of a float truncates.
+  EXPECT_EQ(render("{{ 5 | round }} {{ 2.5 | round }} {{ 3.5 | round }} {{ 2.567 | round(2) }} {{ -0.0 | round(1, 'floor') }} {{ -3.7 | int }}"),
+            "5 2.0 4.0 2.57 0.0 -3");
+  // str % anything with __getitem__ tolerates unused arguments; format specs in str.format.
+  EXPECT_EQ(render("{{ 'a' % [1] }} {{ '%s|%5s|%-3d|' % ('x', 'y', 7) }} {{ '{:>5}|{:.2f}|{:03d}'.format('a', 3.14159, 7) }}"),
+            "a x|    y|7  |     a|3.14|007");
+  EXPECT_EQ(render("{{ 1e400 }} {{ -1e400 | tojson }} {{ [1, 2, 3] | batch(2) | list }}"), "inf -Infinity [[1, 2], [3]]");
+}
+
 TEST(ChatTemplateFilters, DictMethods) {
   const std::string extra = R"({"d": {"b": 1, "a": "x"}})";
   EXPECT_EQ(render("{{ d.get('a') }} {{ d.get('z') }} {{ d.get('z', 'dflt') }} {{ d.keys() | list }} {{ d.values() | list }}",
@@ -440,6 +457,12 @@ TEST(ChatTemplateErrors, RuntimeErrorsNameTheLine) {
   EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
   EXPECT_NE(error_of("{% set x = 1 %}{% set x.a = 2 %}").find("non-namespace"), std::string::npos);
   EXPECT_NE(error_of("{{ 'abc'.encode() }}").find("not supported"), std::string::npos);
+  // Sizes a template asks for are bounded, never an allocation failure or a foreign exception.
+  for (const char* src : {"{{ 'x' | center(999999999999) }}", "{{ '%999999999999s' % 1 }}", "{{ 'a' | indent(10**12) }}",
+                          "{{ '{:999999999999}'.format(1) }}", "{{ [1] | tojson(indent=10**10) }}",
+                          "{{ [1, 2] * 10**12 }}"})
+    EXPECT_NE(error_of(src).find("too large"), std::string::npos) << src;
+  EXPECT_NE(error_of("{{ '{99999999999999999999999}'.format(1) }}").find("out of range"), std::string::npos);
 }
 
 TEST(ChatTemplateErrors, MalformedJsonInputIsAnArgumentError) {
@@ -495,7 +518,9 @@ TEST(ChatTemplateReference, MatchesTransformersApplyChatTemplate) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
     const std::string name = c.value("template", "?");
-    const std::string where = "case " + std::to_string(i) + " (" + name + ", " + c.value("source", "?") + ")";
+    const std::string where = "case " + std::to_string(i) + " (" + name + ", " + c.value("source", "?") +
+                              ", add_generation_prompt=" + (c.value("add_generation_prompt", false) ? "true" : "false") +
+                              ", extra " + c.value("extra", ojson::object()).dump() + ")";
     const std::string src = template_for(c.value("source", ""));
     if (src.empty()) {
       ADD_FAILURE() << where << ": template not found";

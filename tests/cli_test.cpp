@@ -470,6 +470,83 @@ TEST(Cli, TheProgressLineFitsTheTerminal) {
   EXPECT_NE(line.find("ETA --:--"), std::string::npos) << line;
 }
 
+
+// A run's files belong together: another run's tokenizer.json, or a checkpoint of another model, is refused by
+// --resume and generate before any work (generate: before the prompt is printed).
+TEST(Cli, FilesMixedFromTwoRunsAreRefused) {
+  const Scratch s("mixed");
+  const std::string a = s / "a", b = s / "b";
+  ASSERT_EQ(run("train " + small_run(s) + " --steps 1 --out '" + a + "'").status, 0);
+  // Run b: another model (twice as wide) with its own tokenizer (300 tokens: merges run a has not).
+  std::ofstream(s / "wide.json") << R"({"vocab_size": 300, "dim": 64, "n_layers": 1, "n_heads": 2,
+                                        "n_kv_heads": 1, "ffn_dim": 64, "max_seq_len": 16})";
+  ASSERT_EQ(run("train --config '" + (s / "wide.json") + "' --data '" + (s / "corpus.txt") +
+                "' --batch-size 2 --seq-len 16 --eval-batches 1 --steps 1 --out '" + b + "'")
+                .status,
+            0);
+  const std::string tokenizer_a = file_text(fs::path(a) / "tokenizer.json");
+  fs::copy_file(fs::path(b) / "tokenizer.json", fs::path(a) / "tokenizer.json", fs::copy_options::overwrite_existing);
+  Result r = run("train --resume --steps 2 --out '" + a + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("is not the tokenizer"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("corpus"), std::string::npos) << r.output;
+  r = run("generate --model '" + a + "' --prompt 'The jury' --max-tokens 3");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("is not the tokenizer"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("The jury"), std::string::npos) << r.output;
+  std::ofstream(fs::path(a) / "tokenizer.json", std::ios::binary) << tokenizer_a;
+  // Run b's checkpoint in run a: its config.json no longer describes it.
+  fs::copy_file(fs::path(b) / "checkpoint.safetensors", fs::path(a) / "checkpoint.safetensors",
+                fs::copy_options::overwrite_existing);
+  r = run("generate --model '" + a + "' --prompt 'The jury' --max-tokens 3");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("dim 64 vs 32"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("out of range"), std::string::npos) << r.output;
+  r = run("train --resume --steps 2 --out '" + a + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("different runs"), std::string::npos) << r.output;
+}
+
+// A diverging run says which checkpoint is left, if any (not "step -1").
+TEST(Cli, ADivergedRunSaysWhatWasSaved) {
+  const Scratch s("diverge");
+  Result r = run("train " + small_run(s) + " --steps 20 --lr 1e30 --out '" + (s / "none") + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("training diverged"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No checkpoint was saved"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step -1"), std::string::npos) << r.output;
+  r = run("train " + small_run(s) + " --steps 20 --lr 1e30 --save-every 1 --out '" + (s / "some") + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("(step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(") is intact"), std::string::npos) << r.output;
+  // What a diverged run left (no checkpoint) cannot be resumed, and says so.
+  r = run("train " + small_run(s) + " --steps 20 --out '" + (s / "none") + "'");
+  EXPECT_NE(r.output.find("saved no checkpoint"), std::string::npos) << r.output;
+}
+
+// finetune keeps the same rules: a second run into a directory that holds one is refused, and --overwrite exists.
+TEST(Cli, FinetuneKeepsTheRunDirectoryRules) {
+  const Scratch s("finetune");
+  ASSERT_EQ(run("train " + small_run(s) + " --steps 1 --out '" + (s / "base") + "'").status, 0);
+  const std::string finetune = "finetune --model '" + (s / "base") + "' --data '" + (s / "corpus.txt") +
+                               "' --batch-size 2 --seq-len 16 --val-batches 1 --iters 1 --adapter-path '" +
+                               (s / "tuned") + "'";
+  Result r = run(finetune);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(finetune);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("already holds a run"), std::string::npos) << r.output;
+  r = run(finetune + " --overwrite");
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = run("finetune --model '" + (s / "base") + "' --data '" + (s / "corpus.txt") + "' --iters 0");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--iters"), std::string::npos) << r.output;
+  r = run("finetune --model '" + (s / "base") + "' --data '" + (s / "corpus.txt") + "' --adapter-path '" +
+          (s / "base") + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("same directory"), std::string::npos) << r.output;
+}
+
 TEST(CliProgress, TheEtaWaitsForStepsAfterTheFirst) {
   wgtrain::cli::EtaEstimator eta(0, 100);
   eta.step(1, 60.0);  // the first step: a minute of one-time work

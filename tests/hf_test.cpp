@@ -215,6 +215,58 @@ TEST(HfExport, ARunsModelExportsAndReimportsWithItsLogits) {
   }
 }
 
+// For tests/fixtures/hf/check_export.py on a machine with transformers: with WGTRAIN_EXPORT_CHECK_OUT=DIR, writes
+// Hugging Face directories exported from wgtrain models (every variant above with random weights, and a model
+// trained here on the fortunes for a few steps), each with the logits wgtrain computes (logits.safetensors).
+TEST(HfExport, WritesModelsAndLogitsForCheckExport) {
+  const char* env = std::getenv("WGTRAIN_EXPORT_CHECK_OUT");
+  if (!env || !*env) GTEST_SKIP() << "set WGTRAIN_EXPORT_CHECK_OUT=DIR to write the export checks";
+  const fs::path root(env);
+  fs::create_directories(root);
+  const std::vector<std::vector<int32_t>> rows = {{1, 5, 9, 200, 17, 3, 42, 8}, {299, 0, 4, 4, 150, 77, 6, 2}};
+  auto write = [&](const Llama& model, const Tokenizer& tok, const std::string& name, const std::string& dtype) {
+    const fs::path out = root / name;
+    fs::remove_all(out);
+    hf::ExportOptions o;
+    o.dtype = dtype;
+    hf::export_model(model, out.string(), o, &tok);
+    std::vector<int32_t> flat;
+    for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+    safetensors::Contents c;
+    c.tensors["input_ids"] = safetensors::from_tensor(Tensor::from_host(device(), {2, 8}, flat));
+    // The logits of the model as exported: dequantised q4 (and bf16-rounded when exported so) weights.
+    hf::ImportOptions fp32;
+    fp32.quantize = false;
+    const auto back = hf::load_model(device(), out.string(), fp32);
+    c.tensors["logits"] = safetensors::from_tensor(back->logits(Tensor::from_host(device(), {2, 8}, flat)).value());
+    safetensors::save((out / "logits.safetensors").string(), c);
+    std::printf("python3 tests/fixtures/hf/check_export.py %s\n", out.c_str());
+  };
+  Tokenizer tok = train_bpe("the cat sat on the mat. the dog sat on the log. 1 2 3 4 5 6 7 8 9", 300);
+  int k = 0;
+  for (const char* arch : {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"}) {
+    LlamaConfig c;
+    c.architecture = arch;
+    c.vocab_size = 300, c.dim = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 64, c.max_seq_len = 16;
+    c.qkv_bias = std::string(arch) == "Qwen2ForCausalLM";
+    c.qk_norm = std::string(arch) == "Qwen3ForCausalLM";
+    c.head_dim_override = c.qk_norm ? 16 : 0;
+    c.tie_embeddings = k % 2 == 0;
+    if (k == 0) {
+      c.rope_scaling.type = "llama3";
+      c.rope_scaling.original_max_position = 8;
+    }
+    const Llama model(device(), c, 1000 + k);
+    write(model, tok, std::string("random-") + arch, k % 2 ? "bf16" : "f32");
+    ++k;
+  }
+  // A run trained by `wgtrain train` (WGTRAIN_EXPORT_CHECK_RUN=RUN_DIR), its q4 weights as they are.
+  if (const char* run = std::getenv("WGTRAIN_EXPORT_CHECK_RUN"); run && *run) {
+    const auto model = load_run_model(device(), run, Trainable::None);
+    write(*model, Tokenizer::load_dir(run), "trained-run", "f32");
+  }
+}
+
 // A fixture copied into a scratch directory, to be broken.
 fs::path broken_copy(const std::string& fixture_name, const std::string& as) {
   const fs::path dst = scratch(as);

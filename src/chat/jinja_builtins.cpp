@@ -249,6 +249,7 @@ bool starts_or_ends(const std::string& s, const Value& affix, bool ends) {
 }
 
 std::string pad(const std::string& s, int64_t width, const std::string& fill, int where) {  // -1 left, 0 center
+  checked_size(width, "width");
   const auto n = static_cast<int64_t>(char_count(s));
   if (width <= n) return s;
   const int64_t total = width - n;
@@ -280,12 +281,15 @@ std::string format_spec(const Value& v, const std::string& spec) {
     ++i;
   }
   int64_t width = 0, precision = -1;
-  while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) width = width * 10 + (spec[i++] - '0');
+  auto digits = [&](int64_t& v) {
+    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])))
+      v = checked_size(v * 10 + (spec[i++] - '0'), "format width");
+  };
+  digits(width);
   if (i < spec.size() && spec[i] == '.') {
     precision = 0;
     ++i;
-    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])))
-      precision = precision * 10 + (spec[i++] - '0');
+    digits(precision);
   }
   const char type = i < spec.size() ? spec[i++] : 0;
   if (i != spec.size()) fail("Invalid format specifier '" + spec + "'");
@@ -314,6 +318,7 @@ std::string format_spec(const Value& v, const std::string& spec) {
       if (x < 0) prefix = "-";
     } else {
       double d = v.as_float();
+      if (precision > 100) fail("format precision " + std::to_string(precision) + " is too large");
       if (std::signbit(d)) prefix = "-", d = -d;
       const int p = static_cast<int>(precision < 0 ? 6 : precision);
       if (type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == 'g' || type == 'G') {
@@ -386,7 +391,10 @@ std::string py_format(const std::string& fmt, const Args& a) {
     }
     const Value* v = nullptr;
     if (field.empty() || std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-      const size_t idx = field.empty() ? auto_index++ : std::stoul(field);
+      size_t idx = auto_index;
+      if (field.empty()) ++auto_index;
+      else if (std::from_chars(field.data(), field.data() + field.size(), idx).ec != std::errc())
+        fail("Replacement index " + field + " out of range for positional args tuple");
       if (idx >= a.pos.size()) fail("Replacement index " + std::to_string(idx) + " out of range for positional args tuple");
       v = &a.pos[idx];
     } else {
@@ -467,8 +475,8 @@ Value str_method(Renderer&, const std::string& name, const std::string& s, Args&
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     Bound b(a, name, {"chars"});
     const Value chars = b.get(0);
-    std::optional<std::string_view> set;
-    if (!chars.is_none()) set = need_str(chars, name + " arg");
+    if (chars.is_none()) return Value::string(strip_chars(s, std::nullopt, name != "rstrip", name != "lstrip"));
+    const std::string set = need_str(chars, name + " arg");
     return Value::string(strip_chars(s, set, name != "rstrip", name != "lstrip"));
   }
   if (name == "split" || name == "rsplit") {
@@ -864,7 +872,9 @@ Value f_format(Renderer&, const Value& v, Args& a) {
 Value f_indent(Renderer&, const Value& v, Args& a) {
   Bound b(a, "indent", {"width", "first", "blank"});
   const Value width = b.get(0, Value::integer(4));
-  const std::string ind = width.is_string() ? width.str() : std::string(static_cast<size_t>(std::max<int64_t>(0, need_int(width, "width"))), ' ');
+  const std::string ind =
+      width.is_string() ? width.str()
+                        : std::string(static_cast<size_t>(checked_size(std::max<int64_t>(0, need_int(width, "width")), "indent width")), ' ');
   const bool first = truthy(b.get(1, Value::boolean(false))), blank = truthy(b.get(2, Value::boolean(false)));
   if (v.is_undefined()) fail_undefined(v);
   if (!v.is_string()) fail("unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
@@ -1080,7 +1090,8 @@ Value f_tojson(Renderer&, const Value& v, Args& a) {
   o.ensure_ascii = truthy(b.get(0, Value::boolean(false)));
   const Value indent = b.get(1);
   if (indent.is_string()) o.indent = indent.str();
-  else if (!indent.is_none()) o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, need_int(indent, "indent"))), ' ');
+  else if (!indent.is_none())
+    o.indent = std::string(static_cast<size_t>(checked_size(std::max<int64_t>(0, need_int(indent, "indent")), "indent")), ' ');
   const Value seps = b.get(2);
   if (!seps.is_none()) {
     if (seps.kind() != Kind::List || seps.list().items.size() != 2) fail("separators must be a pair of strings");
@@ -1093,8 +1104,8 @@ Value f_tojson(Renderer&, const Value& v, Args& a) {
 Value f_trim(Renderer&, const Value& v, Args& a) {
   Bound b(a, "trim", {"chars"});
   const Value chars = b.get(0);
-  std::optional<std::string_view> set;
-  if (!chars.is_none()) set = need_str(chars, "chars");
+  if (chars.is_none()) return Value::string(strip_chars(to_str(v), std::nullopt, true, true));
+  const std::string set = need_str(chars, "chars");
   return Value::string(strip_chars(to_str(v), set, true, true));
 }
 

@@ -165,6 +165,7 @@ class Lexer {
   }
 
   size_t lex_raw(size_t body) {
+    if (body >= s_.size()) return body;  // jinja2 lets a raw block opened at the very end go unclosed
     for (size_t r = s_.find("{%", body); r != std::string::npos; r = s_.find("{%", r + 1)) {
       size_t p = r + 2;
       const char sign = (p < s_.size() && (s_[p] == '-' || s_[p] == '+')) ? s_[p] : 0;
@@ -186,6 +187,7 @@ class Lexer {
   }
 
   size_t skip_comment(size_t q, size_t start) const {
+    if (start >= s_.size()) return start;  // as jinja2: an unclosed comment at the very end is no error
     const size_t e = s_.find("#}", start);
     if (e == std::string::npos) map_.fail(q, "missing end of comment tag '#}'");
     if (e > start && s_[e - 1] == '-') return skip_space(e + 2);

@@ -59,6 +59,12 @@ std::string Renderer::render(const Program& program, const DictData& context) {
     scope_.reset();
     root_.reset();
     throw Error("chat template: line " + std::to_string(line_) + ": " + e.what());
+  } catch (const Error&) {
+    throw;  // raise_exception's ArgumentError, as it is
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {  // a library limit (length_error, out_of_range): still the template's error
+    throw Error("chat template: line " + std::to_string(line_) + ": " + e.what());
   }
   // Macros hold their scope weakly, so dropping the root frees everything.
   scope_.reset();

@@ -14,8 +14,6 @@ namespace {
 // Deeper than this, a value is refused rather than walked (a namespace can be made to nest itself in a loop;
 // Python would stop at its recursion limit too).
 constexpr int kMaxDepth = 512;
-// Strings and lists built by * stop here: a template cannot ask for gigabytes.
-constexpr size_t kMaxBuilt = size_t{1} << 28;
 
 [[noreturn]] void type_error(const std::string& msg) { throw RenderError(msg); }
 
@@ -317,14 +315,14 @@ Value repeat(const Value& seq, int64_t n) {
   if (n < 0) n = 0;
   if (seq.is_string()) {
     const auto& s = seq.str();
-    if (!s.empty() && static_cast<uint64_t>(n) > kMaxBuilt / s.size()) type_error("string repetition too large");
+    if (!s.empty() && static_cast<uint64_t>(n) > static_cast<uint64_t>(kMaxBuilt) / s.size()) type_error("string repetition too large");
     std::string out;
     out.reserve(s.size() * static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) out += s;
     return Value::string(std::move(out));
   }
   const auto& l = seq.list();
-  if (!l.items.empty() && static_cast<uint64_t>(n) > kMaxBuilt / l.items.size() / 16)
+  if (!l.items.empty() && static_cast<uint64_t>(n) > static_cast<uint64_t>(kMaxBuilt) / l.items.size() / 16)
     type_error("list repetition too large");
   List out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), l.items.begin(), l.items.end());
@@ -355,6 +353,11 @@ void DictData::set(const std::string& key, Value v) {
 }
 
 // ---- Python semantics -------------------------------------------------------------------------------------------
+int64_t checked_size(int64_t n, const char* what) {
+  if (n > kMaxBuilt) throw RenderError(std::string(what) + " of " + std::to_string(n) + " is too large");
+  return n;
+}
+
 void fail_undefined(const Value& v) { throw RenderError(v.undefined_what()); }
 
 std::string type_name(const Value& v) {
@@ -628,13 +631,16 @@ Value str_percent_format(const std::string& fmt, const Value& args) {
     }
     std::string flags;
     while (i < fmt.size() && std::string_view("-+ 0#").find(fmt[i]) != std::string_view::npos) flags += fmt[i++];
-    int width = 0, precision = -1;
-    while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) width = width * 10 + (fmt[i++] - '0');
+    int64_t width = 0, precision = -1;
+    auto digits = [&](int64_t& v) {
+      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
+        v = checked_size(v * 10 + (fmt[i++] - '0'), "format width");
+    };
+    digits(width);
     if (i < fmt.size() && fmt[i] == '.') {
       precision = 0;
       ++i;
-      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
-        precision = precision * 10 + (fmt[i++] - '0');
+      digits(precision);
     }
     if (i >= fmt.size()) type_error("incomplete format");
     const char conv = fmt[i];
@@ -653,15 +659,15 @@ Value str_percent_format(const std::string& fmt, const Value& args) {
     } else if (conv == 'd' || conv == 'i' || conv == 'f' || conv == 'F' || conv == 'x' || conv == 'X') {
       if (!arg->is_number()) type_error("%" + std::string(1, conv) + " format: a real number is required, not " +
                                         type_name(*arg));
-      char buf[512];
       const std::string spec = "%" + flags + (precision >= 0 ? "." + std::to_string(precision) : "");
-      if (conv == 'f' || conv == 'F')
-        std::snprintf(buf, sizeof buf, (spec + conv).c_str(), arg->as_float());
-      else
-        std::snprintf(buf, sizeof buf, (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(),
-                      static_cast<long long>(arg->is_integral() ? arg->as_int()
-                                                                : static_cast<int64_t>(arg->as_float())));
-      piece = buf;
+      const bool real = conv == 'f' || conv == 'F';
+      const std::string c_fmt = real ? spec + conv : spec + "ll" + (conv == 'i' ? 'd' : conv);
+      const auto ll = static_cast<long long>(arg->is_integral() ? arg->as_int() : static_cast<int64_t>(arg->as_float()));
+      const int n = real ? std::snprintf(nullptr, 0, c_fmt.c_str(), arg->as_float()) : std::snprintf(nullptr, 0, c_fmt.c_str(), ll);
+      std::vector<char> buf(static_cast<size_t>(std::max(n, 0)) + 1);
+      if (real) std::snprintf(buf.data(), buf.size(), c_fmt.c_str(), arg->as_float());
+      else std::snprintf(buf.data(), buf.size(), c_fmt.c_str(), ll);
+      piece = buf.data();
     } else {
       type_error("unsupported format character '" + std::string(1, conv) + "'");
     }

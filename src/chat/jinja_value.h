@@ -157,6 +157,11 @@ class Value {
 };
 
 // ---- Python semantics -------------------------------------------------------------------------------------------
+// A string or list a template builds (by *, padding, an indent width, a format width) may not exceed this: a chat
+// is never that long, and a runaway template must fail rather than exhaust memory.
+constexpr int64_t kMaxBuilt = int64_t{1} << 28;
+int64_t checked_size(int64_t n, const char* what);  // n, or a RenderError if n > kMaxBuilt
+
 [[noreturn]] void fail_undefined(const Value& v);  // the UndefinedError an operation on an undefined value raises
 std::string type_name(const Value& v);             // Python's type(v).__name__: 'str', 'NoneType', 'dict', ...
 std::string object_type_repr(const Value& v);      // jinja2's wording in undefined messages: 'dict object', 'None'

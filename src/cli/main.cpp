@@ -6,6 +6,7 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include "cli/backend.h"
@@ -19,6 +20,7 @@
 #include "gpu/webgpu_abi.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
+#include "wgtrain/lora.h"
 #include "wgtrain/registry.h"
 #include "wgtrain/safetensors.h"
 #include "wgtrain/tensor.h"
@@ -232,7 +234,7 @@ int main(int argc, char** argv) {
       ->check(integer_at_least(1, "leave --steps out for the default"));
   train->add_option("--out", t.out_dir, "run directory (default runs/<config>-<data>)");
   auto* resume = train->add_flag("--resume", t.resume, "continue the run in --out from its checkpoint, bit for bit");
-  train->add_flag("--overwrite", train_opt.overwrite, "start over in an --out that holds a run (deletes that run)")
+  train->add_flag("--overwrite", t.overwrite, "start over in an --out that holds a run (deletes that run)")
       ->excludes(resume);
   train->add_option("--init-from", t.init_from, "fine-tune: start from the model in this run directory");
   train->add_option("--batch-size", t.batch_size, "sequences per step (default: 16 on a GPU, 8 on a CPU)")
@@ -256,7 +258,9 @@ int main(int argc, char** argv) {
   train->add_option("--save-every", t.save_every, "checkpoint every N steps")
       ->capture_default_str()
       ->check(integer_at_least(1));
-  train->add_option("--seed", t.seed, "initialisation and batch order")->capture_default_str()->check(cli::unsigned_integer());
+  train->add_option("--seed", t.seed, "initialisation and batch order")
+      ->capture_default_str()
+      ->check(cli::unsigned_integer());
   train->add_option("--backend", train_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
 
   cli::GenerateCliOptions gen_opt;
@@ -286,6 +290,91 @@ int main(int argc, char** argv) {
 
   cli::TokenizeCliOptions tokenize_opt;
   auto* tokenize = cli::add_tokenize_command(app, tokenize_opt);
+  generate->add_option("--adapter", gen_opt.adapter, "LoRA adapters (a peft directory, e.g. a finetune run)");
+
+  // finetune: train's machinery on a pretrained model, MLX-LM's flag names where they exist.
+  cli::TrainCliOptions ft_opt;
+  ft_opt.train.out_dir.clear();
+  TrainOptions& f = ft_opt.train;
+  f.fine_tune = "lora";
+  f.lr = 1e-4;
+  f.warmup = 10;
+  f.weight_decay = 0.0;
+  f.steps = 0;
+  f.eval_every = 50;
+  f.save_every = 100;
+  std::string targets;
+  auto* finetune = app.add_subcommand("finetune", "adapt a pretrained model (Hugging Face or a run) to your data, with "
+                                                  "LoRA on its frozen 4-bit weights or fully");
+  finetune->add_option("--model", f.model, "a Hugging Face model directory or a run directory")->required();
+  finetune->add_option("--data", f.data,
+                       "a directory with train.jsonl and valid.jsonl, one .jsonl file, or a text corpus")->required();
+  finetune->add_option("--fine-tune-type", f.fine_tune, "lora or full")->capture_default_str();
+  finetune->add_option("--iters,--steps", f.steps, "train up to this step (default 600)")
+      ->check(integer_at_least(1, "leave --iters out for the default"));
+  finetune->add_option("--adapter-path,--out", f.out_dir, "run directory for adapters, checkpoints and curves "
+                                                          "(default runs/<model>-<data>-<type>)");
+  auto* ft_resume =
+      finetune->add_flag("--resume", f.resume, "continue the run in --adapter-path from its checkpoint, bit for bit");
+  finetune->add_flag("--overwrite", f.overwrite, "start over in an --adapter-path that holds a run (deletes that run)")
+      ->excludes(ft_resume);
+  finetune->add_option("--batch-size", f.batch_size, "sequences per step (default: 16 on a GPU, 8 on a CPU)")
+      ->check(integer_at_least(1, "leave --batch-size out for the default"));
+  finetune->add_option("--seq-len,--max-seq-length", f.seq_len,
+                       "tokens per sequence (default: 512 on a GPU, 64 on a CPU)")
+      ->check(integer_at_least(1, "leave --seq-len out for the default"));
+  finetune->add_option("--lora-rank", f.lora.rank, "LoRA rank r")->capture_default_str()->check(integer_at_least(1));
+  finetune->add_option("--lora-alpha", f.lora.alpha, "LoRA alpha: adapters scale by alpha / r")
+      ->capture_default_str()
+      ->check(number_in(0, inf, true));
+  finetune->add_option("--lora-dropout", f.lora.dropout, "dropout on the adapters' input")
+      ->capture_default_str()
+      ->check(number_in(0, 1));
+  finetune->add_option("--lora-layers,--num-layers", f.lora.layers, "adapt the last N layers (-1: all)")
+      ->capture_default_str();
+  finetune->add_option("--targets", targets, "comma-separated linears (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,"
+                                             "down_proj) or all (default q_proj,v_proj)");
+  finetune->add_flag("--train-norms", f.train_norms, "LoRA: train the RMSNorm gains too");
+  finetune->add_flag("--mask-prompt", f.mask_prompt, "loss on completions / assistant turns only");
+  finetune->add_flag("--pack", f.pack, "pack several examples into each row (else one padded example a row)");
+  finetune->add_flag("!--no-quantize", f.quantize, "keep a Hugging Face model's linears float32 (not q4gsw)");
+  finetune->add_option("--group-size", f.group_size, "q4gsw group size (32, 64, 128)")->capture_default_str();
+  finetune->add_option("--lr,--learning-rate", f.lr, "peak learning rate")
+      ->capture_default_str()
+      ->check(number_in(0, inf, true));
+  finetune->add_option("--warmup", f.warmup, "linear warm-up steps")->capture_default_str()->check(integer_at_least(0));
+  finetune->add_option("--min-lr-ratio", f.min_lr_ratio, "final learning rate / peak (cosine decay)")
+      ->capture_default_str()
+      ->check(number_in(0, 1));
+  finetune->add_option("--weight-decay", f.weight_decay, "AdamW weight decay")
+      ->capture_default_str()
+      ->check(number_in(0, inf));
+  finetune->add_option("--eval-every,--steps-per-eval", f.eval_every, "validation loss every N steps")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  finetune->add_option("--eval-batches,--val-batches", f.eval_batches, "validation batches")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  finetune->add_option("--save-every", f.save_every, "checkpoint every N steps")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  finetune->add_option("--seed", f.seed, "adapter initialisation, dropout and batch order")
+      ->capture_default_str()
+      ->check(cli::unsigned_integer());
+  finetune->add_option("--backend", ft_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
+
+  cli::FuseCliOptions fuse_opt;
+  auto* fuser = app.add_subcommand("fuse", "merge LoRA adapters into their base model and write a Hugging Face directory");
+  fuser->add_option("--model", fuse_opt.model, "the base: a Hugging Face model directory or a run directory")->required();
+  fuser->add_option("--adapter", fuse_opt.adapter, "the adapters (a peft directory)")->required();
+  fuser->add_option("--out", fuse_opt.out, "the Hugging Face directory to write")->required();
+  fuser->add_flag("--no-quantize", fuse_opt.no_quantize,
+                  "merge into the float weights (default: into the q4gsw weights the adapters were trained on)");
+  fuser->add_option("--group-size", fuse_opt.import.group_size, "q4gsw group size")->capture_default_str();
+  fuser->add_option("--dtype", fuse_opt.export_options.dtype, "weights as bf16, f16 or f32")->capture_default_str();
+  fuser->add_flag("--overwrite", fuse_opt.overwrite, "replace --out if it exists");
+  fuser->add_option("--backend", fuse_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
+
   cli::ExportCliOptions export_opt;
   auto* exporter = app.add_subcommand("export", "write a trained run as a Hugging Face model directory");
   exporter->add_option("run", export_opt.source, "the run directory (or a Hugging Face model directory)")->required();
@@ -310,8 +399,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  for (const auto* opt : train->get_options())
-    if (opt->count() > 0 && !opt->get_lnames().empty()) train_opt.given.insert(opt->get_lnames().front());
+  // Which options were given (by each of their names), for what --resume may and may not change.
+  for (auto [command, options] : {std::pair{train, &train_opt}, std::pair{finetune, &ft_opt}})
+    for (const auto* opt : command->get_options())
+      if (opt->count() > 0)
+        for (const auto& name : opt->get_lnames()) options->given.insert(name);
   try {
     if (*devices) return cmd_devices(backend);
     if (*ops) return cmd_ops(verbose);
@@ -326,6 +418,20 @@ int main(int argc, char** argv) {
     if (*generate) return cli::run_generate(gen_opt);
     if (*tokenize) return cli::run_tokenize(tokenize_opt);
     if (*exporter) return cli::run_export(export_opt);
+    if (*fuser) return cli::run_fuse(fuse_opt);
+    if (*finetune) {
+      if (!targets.empty()) {
+        f.lora.targets.clear();
+        if (targets == "all") {
+          f.lora.targets = LoraConfig::module_names();
+        } else {
+          std::stringstream ss(targets);
+          for (std::string t; std::getline(ss, t, ',');)
+            if (!t.empty()) f.lora.targets.push_back(t);
+        }
+      }
+      return cli::run_train(ft_opt);
+    }
   } catch (const wgtrain::Error& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');  // one line, whatever the source

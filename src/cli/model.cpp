@@ -7,6 +7,7 @@
 #include "cli/backend.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
+#include "wgtrain/lora.h"
 #include "wgtrain/tokenizer.h"
 
 namespace wgtrain::cli {
@@ -33,7 +34,7 @@ int run_generate(const GenerateCliOptions& cli) {
   Device device = Device::open(dopt);
   hf::ImportOptions import = cli.import;
   import.quantize = !cli.no_quantize;
-  Generator gen(device, cli.model, import);
+  Generator gen(device, cli.model, import, cli.adapter);
   print_import_report(gen.import_report(), gen.model().config());
   if (!cli.generate.chat) std::printf("%s", cli.generate.prompt.c_str());
   std::fflush(stdout);
@@ -72,6 +73,37 @@ int run_export(const ExportCliOptions& cli) {
   }
   std::printf("exported %s to %s (%s); load it with transformers' AutoModelForCausalLM.from_pretrained(\"%s\")\n",
               cli.source.c_str(), cli.out.c_str(), cli.export_options.dtype.c_str(), cli.out.c_str());
+  return 0;
+}
+
+int run_fuse(const FuseCliOptions& cli) {
+  namespace fs = std::filesystem;
+  if (fs::exists(cli.out) && !cli.overwrite)
+    throw ArgumentError("fuse: '" + cli.out + "' already exists (choose another --out, or add --overwrite)");
+  DeviceOptions dopt;
+  dopt.backend = webgpu_only(cli.backend, "fuse");
+  Device device = Device::open(dopt);
+  hf::ImportOptions import = cli.import;
+  import.quantize = !cli.no_quantize;  // the base as the adapters were trained on it (QLoRA: its q4 weights)
+  std::unique_ptr<Llama> base;
+  std::string tokenizer_dir = cli.model;
+  if (hf::is_model_dir(cli.model)) {
+    hf::ImportReport report;
+    base = hf::load_model(device, cli.model, import, &report);
+    print_import_report(report, base->config());
+  } else {
+    base = load_run_model(device, cli.model, Trainable::None);
+  }
+  const auto adapters = load_peft(*base, cli.adapter);
+  const auto fused = fuse(*base, *adapters);
+  if (hf::is_model_dir(cli.model)) {
+    hf::export_model(*fused, cli.out, cli.export_options, nullptr, tokenizer_dir, cli.overwrite);
+  } else {
+    const Tokenizer tok = Tokenizer::load_dir(cli.model);
+    hf::export_model(*fused, cli.out, cli.export_options, &tok, "", cli.overwrite);
+  }
+  std::printf("fused %zu adapters of %s into %s and wrote %s (%s)\n", adapters->adapters().size(), cli.adapter.c_str(),
+              cli.model.c_str(), cli.out.c_str(), cli.export_options.dtype.c_str());
   return 0;
 }
 

@@ -20,8 +20,7 @@
 #include "wgtrain/checkpoint.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
-#include "wgtrain/memory_estimate.h"
-#include "wgtrain/run_dir.h"
+#include "wgtrain/safetensors.h"
 #include "wgtrain/trainer.h"
 
 namespace wgtrain::cli {
@@ -127,45 +126,77 @@ LlamaConfig config_of(const std::string& model, bool note_defaults) {
 
 std::string json_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// The options a run's checkpoint (of either kind: model or LoRA) saved in its trainer state.
+json run_state(const fs::path& ckpt) {
+  try {
+    const safetensors::MappedFile f(ckpt.string());
+    const auto it = f.metadata().find("state");
+    if (it == f.metadata().end()) throw Error("it holds no trainer state");
+    return json::parse(it->second).at("options");
+  } catch (const std::exception& e) {
+    throw Error("--resume: the trainer state in '" + ckpt.string() + "' is unusable: " + e.what());
+  }
+}
+
+bool same_path(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return a == b || fs::equivalent(a, b, ec);
+}
+
 // --resume continues a run with every setting it had. An option given with it that would change the run's
 // trajectory is refused by name (unless it repeats the run's value); steps and the save/validation cadence may
-// change, with a note.
-void resume_settings(TrainOptions& o, const std::set<std::string>& given, const json& saved,
-                     const LlamaConfig& saved_config) {
+// change, with a note. `saved`: the options in the run's checkpoint.
+void resume_settings(TrainOptions& o, const std::set<std::string>& given, const json& saved) {
   const std::string dir = o.out_dir;
   auto refuse = [&](const std::string& flag, const std::string& value, const std::string& was) {
     throw ArgumentError("--resume continues the run in '" + dir + "' with its own settings: --" + flag + " " +
                         value + " would change it (the run has " + was + "); leave --" + flag +
                         " out, or start a new run in another --out");
   };
-  if (given.count("config")) {
+  auto was_text = [&](const char* key) { return saved.contains(key) ? json_text(saved.at(key)) : std::string("?"); };
+  const bool finetune = !saved.value("fine_tune", std::string()).empty();
+  if (given.count("config")) {  // train: the model config, compared field by field
+    const auto saved_config = peek_checkpoint_info((fs::path(dir) / "checkpoint.safetensors").string()).config;
     const auto diff = config_differences(saved_config, config_of(o.model, false));
     if (!diff.empty()) refuse("config", o.model, "a different model: " + join(diff));
   }
-  if (given.count("data") && o.data != saved.value("data", o.data)) {
-    const std::string was = saved.value("data", o.data);
-    std::error_code ec;
-    if (!fs::equivalent(o.data, was, ec)) refuse("data", o.data, "'" + was + "'");
-  }
-  if (given.count("init-from") && o.init_from != saved.value("init_from", o.init_from)) {
-    std::error_code ec;
-    const std::string was = saved.value("init_from", std::string());
-    if (!fs::equivalent(o.init_from, was, ec)) refuse("init-from", o.init_from, was.empty() ? "none" : "'" + was + "'");
-  }
-  auto fixed = [&](const char* flag, const char* key, auto& field) {
+  if (given.count("model") && !same_path(o.model, saved.value("model", o.model)))  // finetune: the base model
+    refuse("model", o.model, "'" + was_text("model") + "'");
+  if (given.count("data") && !same_path(o.data, saved.value("data", o.data)))
+    refuse("data", o.data, "'" + was_text("data") + "'");
+  if (given.count("init-from") && !same_path(o.init_from, saved.value("init_from", o.init_from)))
+    refuse("init-from", o.init_from, was_text("init_from").empty() ? "none" : "'" + was_text("init_from") + "'");
+  // Values a resumed run keeps: refused when given otherwise, taken from the run when not given.
+  auto fixed = [&](const char* flag, const json& from, const char* key, auto& field) {
     using T = std::decay_t<decltype(field)>;
-    if (!saved.contains(key)) return;
-    const T was = saved.at(key).get<T>();
-    if (given.count(flag) && field != was) refuse(flag, json_text(json(field)), json_text(saved.at(key)));
+    if (!from.contains(key)) return;
+    const T was = from.at(key).get<T>();
+    if (given.count(flag) && field != was) refuse(flag, json_text(json(field)), json_text(from.at(key)));
     field = was;
   };
-  fixed("batch-size", "batch_size", o.batch_size);
-  fixed("seq-len", "seq_len", o.seq_len);
-  fixed("lr", "lr", o.lr);
-  fixed("min-lr-ratio", "min_lr_ratio", o.min_lr_ratio);
-  fixed("warmup", "warmup", o.warmup);
-  fixed("weight-decay", "weight_decay", o.weight_decay);
-  fixed("seed", "seed", o.seed);
+  fixed("batch-size", saved, "batch_size", o.batch_size);
+  fixed("seq-len", saved, "seq_len", o.seq_len);
+  fixed("lr", saved, "lr", o.lr);
+  fixed("min-lr-ratio", saved, "min_lr_ratio", o.min_lr_ratio);
+  fixed("warmup", saved, "warmup", o.warmup);
+  fixed("weight-decay", saved, "weight_decay", o.weight_decay);
+  fixed("seed", saved, "seed", o.seed);
+  if (finetune) {
+    fixed("fine-tune-type", saved, "fine_tune", o.fine_tune);
+    fixed("train-norms", saved, "train_norms", o.train_norms);
+    fixed("mask-prompt", saved, "mask_prompt", o.mask_prompt);
+    fixed("pack", saved, "pack", o.pack);
+    fixed("no-quantize", saved, "quantize", o.quantize);
+    fixed("group-size", saved, "group_size", o.group_size);
+    if (saved.contains("lora")) {
+      const json& lora = saved.at("lora");
+      fixed("lora-rank", lora, "rank", o.lora.rank);
+      fixed("lora-alpha", lora, "alpha", o.lora.alpha);
+      fixed("lora-dropout", lora, "dropout", o.lora.dropout);
+      fixed("lora-layers", lora, "layers", o.lora.layers);
+      fixed("targets", lora, "targets", o.lora.targets);
+    }
+  }
   o.model = saved.value("model", o.model);
   o.data = saved.value("data", o.data);
   o.init_from = saved.value("init_from", o.init_from);
@@ -204,66 +235,42 @@ void print_profile(Device& device) {
 int run_train(const TrainCliOptions& cli) {
   TrainOptions o = cli.train;
   const std::set<std::string>& given = cli.given;
-  if (o.out_dir.empty()) o.out_dir = "runs/" + stem(o.init_from.empty() ? o.model : o.init_from) + "-" + stem(o.data);
-  if (o.resume && cli.overwrite) throw ArgumentError("--resume and --overwrite exclude each other");
-
-  // Everything that can be checked without a device, before any work: the run directory (lock, the rules that keep
-  // a run from being lost, writability), the settings a resumed run keeps, the model config.
-  if (!o.init_from.empty() && !o.resume) {
-    std::error_code ec;
-    if (fs::equivalent(o.init_from, o.out_dir, ec))
-      throw ArgumentError("--init-from and --out are the same directory ('" + o.out_dir +
-                          "'): the new run would replace the one it starts from; choose another --out");
+  const bool finetune = !o.fine_tune.empty();
+  if (o.out_dir.empty()) {
+    o.out_dir = "runs/" + stem(o.init_from.empty() ? o.model : o.init_from) + "-" + stem(o.data);
+    if (finetune) o.out_dir += "-" + o.fine_tune;
   }
-  const RunDirectory run_dir(o.out_dir, o.resume ? RunMode::Resume : cli.overwrite ? RunMode::Overwrite : RunMode::New);
-  for (const auto& f : run_dir.removed_temporaries())
-    std::printf("removed %s/%s, left by a save that never finished\n", o.out_dir.c_str(), f.c_str());
-  if (!run_dir.removed_run_files().empty())
-    std::printf("--overwrite: deleted the previous run in %s (%s)\n", o.out_dir.c_str(),
-                join(run_dir.removed_run_files()).c_str());
-  LlamaConfig config;
+  const char* command = finetune ? "finetune" : "train";
+  if (o.resume && o.overwrite) throw ArgumentError("--resume and --overwrite exclude each other");
+
+  // What can be checked before any work: the directories given, the settings a resumed run keeps, the model config.
+  // (The run directory itself, its lock and the memory the model needs are the trainer's first checks.)
+  std::error_code ec;
+  if (!o.init_from.empty() && !o.resume && fs::equivalent(o.init_from, o.out_dir, ec))
+    throw ArgumentError("--init-from and --out are the same directory ('" + o.out_dir +
+                        "'): the new run would replace the one it starts from; choose another --out");
+  if (finetune && !o.resume && fs::equivalent(o.model, o.out_dir, ec))
+    throw ArgumentError("--model and --adapter-path are the same directory ('" + o.out_dir +
+                        "'): the run would write over the model it adapts; choose another --adapter-path");
   if (o.resume) {
-    const std::string ckpt = (fs::path(o.out_dir) / "checkpoint.safetensors").string();
-    const CheckpointInfo info = peek_checkpoint_info(ckpt);
-    check_tokenizer_binding(info, ckpt, (fs::path(o.out_dir) / "tokenizer.json").string());
-    json state;
-    try {
-      state = json::parse(info.state).at("options");
-    } catch (const std::exception& e) {
-      throw Error("--resume: the trainer state in '" + ckpt + "' is unusable: " + e.what());
-    }
-    resume_settings(o, given, state, info.config);
-    config = info.config;
+    const fs::path ckpt = fs::path(o.out_dir) / "checkpoint.safetensors";
+    if (fs::exists(ckpt)) resume_settings(o, given, run_state(ckpt));  // (no checkpoint: the trainer says so)
   } else if (!o.init_from.empty()) {
     const std::string ckpt = (fs::path(o.init_from) / "checkpoint.safetensors").string();
     if (!fs::exists(ckpt)) throw ArgumentError("--init-from '" + o.init_from + "' holds no run (no " + ckpt + ")");
-    const CheckpointInfo info = peek_checkpoint_info(ckpt);
-    check_tokenizer_binding(info, ckpt, (fs::path(o.init_from) / "tokenizer.json").string());
-    config = info.config;
     if (given.count("config")) {
-      const auto diff = config_differences(info.config, config_of(o.model, false));
+      const auto diff = config_differences(peek_checkpoint_info(ckpt).config, config_of(o.model, false));
       if (!diff.empty())
         throw ArgumentError("--config '" + o.model + "' is not the model --init-from '" + o.init_from +
                             "' holds (there vs --config: " + join(diff) + "); leave --config out to fine-tune it");
     }
-  } else {
-    config = config_of(o.model, true);
+  } else if (!finetune) {
+    config_of(o.model, true);  // a config file that leaves fields out hears which
   }
 
   DeviceOptions dopt;
   dopt.backend = webgpu_only(cli.backend, "train");
   Device device = Device::open(dopt);
-  // The sizes the trainer will choose (TrainOptions), to check the model fits before the corpus and tokenizer work.
-  const bool software = device.info().software;
-  const int64_t batch = o.batch_size > 0 ? o.batch_size : (software ? 8 : 16);
-  const int64_t seq =
-      o.seq_len > 0 ? o.seq_len : (software ? std::min<int64_t>(64, config.max_seq_len) : config.max_seq_len);
-  if (seq > config.max_seq_len)
-    throw ArgumentError("--seq-len " + std::to_string(seq) + " is longer than the model's context (max_seq_len " +
-                        std::to_string(config.max_seq_len) + ")");
-  check_training_fits(estimate_training_memory(config, batch, seq), device.limits(), physical_memory_bytes(),
-                      software);
-
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   Trainer trainer(device, o, [](const std::string& line) { std::printf("%s\n", line.c_str()); std::fflush(stdout); });
   const int64_t first = trainer.step();
@@ -321,18 +328,26 @@ int run_train(const TrainCliOptions& cli) {
   }
   if (tty) std::printf("\n");
   print_profile(device);
+  std::printf("peak GPU memory: %.1f MiB\n", static_cast<double>(device.stats().peak_bytes_allocated) / (1 << 20));
   const std::string dir = o.out_dir;
   if (outcome == Trainer::Outcome::Interrupted) {
     const int sig = g_signal == SIGTERM ? SIGTERM : SIGINT;
-    std::printf("interrupted%s at step %lld; checkpoint saved in %s\ncontinue with: wgtrain train --resume --out %s\n",
-                sig == SIGTERM ? " (SIGTERM)" : "", static_cast<long long>(trainer.step()), dir.c_str(), dir.c_str());
+    std::printf("interrupted%s at step %lld; checkpoint saved in %s\ncontinue with: wgtrain %s --resume --out %s\n",
+                sig == SIGTERM ? " (SIGTERM)" : "", static_cast<long long>(trainer.step()), dir.c_str(), command,
+                dir.c_str());
     return 128 + sig;
   }
   std::printf("done: step %lld, train loss %.4f, validation loss %.4f\n", static_cast<long long>(trainer.step()),
               last_loss, last_val);
   std::printf("checkpoint %s/checkpoint.safetensors, loss curve %s/loss.csv and %s/loss.png\n", dir.c_str(),
               dir.c_str(), dir.c_str());
-  std::printf("try: wgtrain generate --ckpt %s --prompt \"The jury said\"\n", dir.c_str());
+  if (trainer.lora()) {
+    std::printf("adapters (Hugging Face peft format) %s/adapter_model.safetensors and adapter_config.json\n", dir.c_str());
+    std::printf("try: wgtrain generate --model %s --adapter %s --prompt \"...\"\n", trainer.options().model.c_str(),
+                dir.c_str());
+  } else {
+    std::printf("try: wgtrain generate --model %s --prompt \"The jury said\"\n", dir.c_str());
+  }
   return 0;
 }
 

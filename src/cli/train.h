@@ -11,7 +11,6 @@ namespace wgtrain::cli {
 struct TrainCliOptions {
   TrainOptions train;
   std::string backend = "auto";
-  bool overwrite = false;       // --overwrite: start over in a directory that holds a run
   std::set<std::string> given;  // the long names of the options given on the command line ("lr", "steps", ...)
 };
 

@@ -31,8 +31,12 @@ uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(a) << 32
 
 }  // namespace
 
-Tokenizer train_bpe(std::string_view raw_text, int vocab_size) {
-  if (vocab_size < 256) throw ArgumentError("BPE vocab_size must be at least 256, got " + std::to_string(vocab_size));
+Tokenizer train_bpe(std::string_view raw_text, int vocab_size, const std::vector<std::string>& special_tokens) {
+  const int specials = static_cast<int>(special_tokens.size());
+  if (vocab_size - specials < 256)
+    throw ArgumentError("BPE vocab_size must be at least 256 plus the " + std::to_string(specials) +
+                        " special tokens, got " + std::to_string(vocab_size));
+  vocab_size -= specials;  // the special tokens take the last ids
   const std::string text = tok::utf8_lossy(raw_text);  // what Hugging Face's library would be given
 
   // Distinct pieces with their counts; each is a sequence of ids that merges rewrite in place.
@@ -116,6 +120,16 @@ Tokenizer train_bpe(std::string_view raw_text, int vocab_size) {
   using ojson = nlohmann::ordered_json;
   ojson vocab = ojson::object();
   for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
+  ojson added = ojson::array();
+  for (const std::string& t : special_tokens) {
+    if (token_id.count(t)) throw ArgumentError("train_bpe: the special token '" + t + "' is an ordinary token too");
+    const size_t id = tokens.size();
+    tokens.push_back(t);
+    token_id.emplace(t, static_cast<int32_t>(id));
+    vocab[t] = id;
+    added.push_back({{"id", id}, {"content", t}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                     {"normalized", false}, {"special", true}});
+  }
   ojson merge_list = ojson::array();
   for (const auto& [a, b] : merges) merge_list.push_back(ojson::array({tokens[a], tokens[b]}));
   const ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
@@ -124,7 +138,7 @@ Tokenizer train_bpe(std::string_view raw_text, int vocab_size) {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
-      {"added_tokens", ojson::array()},
+      {"added_tokens", std::move(added)},
       {"normalizer", nullptr},
       {"pre_tokenizer",
        {{"type", "Sequence"},

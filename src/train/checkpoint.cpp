@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "wgtrain/error.h"
 #include "wgtrain/q4gsw.h"
@@ -190,6 +191,31 @@ void check_tokenizer_binding(const CheckpointInfo& info, const std::string& chec
     throw Error("'" + tokenizer_path + "' is not the tokenizer '" + checkpoint_path + "' was trained with (" +
                 here + ", the checkpoint names " + info.tokenizer_hash +
                 "): put that run's tokenizer.json back, or train anew");
+}
+
+void check_run_files(const std::string& run_dir, const CheckpointInfo& info) {
+  namespace fs = std::filesystem;
+  const fs::path ckpt = fs::path(run_dir) / "checkpoint.safetensors";
+  const fs::path config = fs::path(run_dir) / "config.json";
+  if (fs::exists(config)) {
+    std::ifstream in(config);
+    std::stringstream text;
+    text << in.rdbuf();
+    LlamaConfig described;
+    try {
+      described = LlamaConfig::from_json(text.str());
+    } catch (const Error& e) {
+      throw Error("'" + config.string() + "' is unusable: " + e.what());
+    }
+    if (const auto diff = config_differences(info.config, described); !diff.empty()) {
+      std::string list;
+      for (const auto& d : diff) list += (list.empty() ? "" : ", ") + d;
+      throw Error("'" + ckpt.string() + "' is not the model '" + config.string() + "' describes (checkpoint vs " +
+                  "config.json: " + list + "): the run's files come from different runs");
+    }
+  }
+  const fs::path tokenizer = fs::path(run_dir) / "tokenizer.json";
+  if (fs::exists(tokenizer)) check_tokenizer_binding(info, ckpt.string(), tokenizer.string());
 }
 
 std::vector<std::string> config_differences(const LlamaConfig& a, const LlamaConfig& b) {

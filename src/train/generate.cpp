@@ -6,8 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "wgtrain/chat_template.h"
 #include "wgtrain/checkpoint.h"
@@ -25,34 +23,14 @@ std::unique_ptr<Llama> load_run_model(Device& device, const std::string& run_dir
     throw Error("'" + run_dir + "' is neither a wgtrain run (no checkpoint.safetensors) nor a Hugging Face model "
                 "directory (no config.json with model.safetensors)");
   const CheckpointInfo info = read_checkpoint_info(ckpt.string());
-  // The run's files must belong together: a checkpoint or tokenizer copied in from another run would otherwise fail
-  // deep inside (a token id past the embedding) or, worse, run on with the wrong text.
-  const fs::path config = fs::path(run_dir) / "config.json";
-  if (fs::exists(config)) {
-    std::ifstream in(config);
-    std::stringstream text;
-    text << in.rdbuf();
-    LlamaConfig described;
-    try {
-      described = LlamaConfig::from_json(text.str());
-    } catch (const Error& e) {
-      throw Error("'" + config.string() + "' is unusable: " + e.what());
-    }
-    if (const auto diff = config_differences(info.config, described); !diff.empty()) {
-      std::string list;
-      for (const auto& d : diff) list += (list.empty() ? "" : ", ") + d;
-      throw Error("'" + ckpt.string() + "' is not the model '" + config.string() + "' describes (checkpoint vs " +
-                  "config.json: " + list + "): the run's files come from different runs");
-    }
-  }
-  const fs::path tokenizer = fs::path(run_dir) / "tokenizer.json";
-  if (fs::exists(tokenizer)) check_tokenizer_binding(info, ckpt.string(), tokenizer.string());
+  check_run_files(run_dir, info);
   auto model = std::make_unique<Llama>(device, info.config, Llama::NoInit{}, trainable);
   load_checkpoint(ckpt.string(), *model, nullptr, nullptr);
   return model;
 }
 
-Generator::Generator(Device& device, const std::string& dir, const hf::ImportOptions& import) {
+Generator::Generator(Device& device, const std::string& dir, const hf::ImportOptions& import,
+                     const std::string& adapter_dir) {
   if (hf::is_model_dir(dir)) {
     owned_model_ = hf::load_model(device, dir, import, &report_);
     owned_tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load_dir(dir));
@@ -64,13 +42,19 @@ Generator::Generator(Device& device, const std::string& dir, const hf::ImportOpt
                   " tokens and the model only " + std::to_string(owned_model_->config().vocab_size) +
                   ": they come from different runs");
   }
+  if (!adapter_dir.empty()) {
+    adapters_ = load_peft(*owned_model_, adapter_dir);
+    owned_model_->set_linear_hook(adapters_.get());
+  }
   model_ = owned_model_.get();
   tokenizer_ = owned_tokenizer_.get();
 }
 
 Generator::Generator(const Llama& model, const Tokenizer& tokenizer) : model_(&model), tokenizer_(&tokenizer) {}
 
-Generator::~Generator() = default;
+Generator::~Generator() {
+  if (owned_model_) owned_model_->set_linear_hook(nullptr);
+}
 
 std::vector<int32_t> Generator::prompt_ids(const GenerateOptions& o) const {
   if (o.chat) {

@@ -55,7 +55,17 @@ void remove_file(const fs::path& p) {
 }  // namespace
 
 const std::vector<std::string>& RunDirectory::run_files() {
-  static const std::vector<std::string> files = {kCheckpoint, "tokenizer.json", "config.json", "loss.csv",
+  // What Trainer writes (wgtrain/trainer.h): a model run's files and a LoRA run's.
+  static const std::vector<std::string> files = {kCheckpoint,
+                                                 "tokenizer.json",
+                                                 "tokenizer_config.json",
+                                                 "special_tokens_map.json",
+                                                 "chat_template.jinja",
+                                                 "generation_config.json",
+                                                 "config.json",
+                                                 "adapter_model.safetensors",
+                                                 "adapter_config.json",
+                                                 "loss.csv",
                                                  "loss.png"};
   return files;
 }
@@ -124,17 +134,21 @@ RunDirectory::RunDirectory(const std::string& dir, RunMode mode) : path_(dir) {
 
     const std::vector<std::string> present = run_files_in(path_);
     if (mode == RunMode::New && !present.empty()) {
-      std::string what;
-      if (std::find(present.begin(), present.end(), kCheckpoint) != present.end()) {
-        what = "a run (checkpoint" + checkpoint_step(path_ / kCheckpoint) + ")";
-      } else {
-        for (const auto& f : present) what += (what.empty() ? "" : ", ") + f;
-        what = "part of a run (" + what + ")";
-      }
-      throw Error(quoted(path_) + " already holds " + what + ": continue it with --resume, start over with "
-                  "--overwrite (deletes it), or choose another --out");
+      if (std::find(present.begin(), present.end(), kCheckpoint) != present.end())
+        throw Error(quoted(path_) + " already holds a run (checkpoint" + checkpoint_step(path_ / kCheckpoint) +
+                    "): continue it with --resume, start over with --overwrite (deletes it), or choose another --out");
+      // A run that ended before its first checkpoint: nothing to resume.
+      std::string files;
+      for (const auto& f : present) files += (files.empty() ? "" : ", ") + f;
+      throw Error(quoted(path_) + " already holds part of a run that saved no checkpoint (" + files +
+                  "): start over with --overwrite (deletes it), or choose another --out");
     }
     if (mode == RunMode::Overwrite) {
+      // A Hugging Face model shares file names with a run (config.json, tokenizer files): never delete those.
+      for (const char* weights : {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"})
+        if (fs::exists(path_ / weights, ec))
+          throw Error(quoted(path_) + " holds a model (" + weights + "), not a wgtrain run: --overwrite deletes "
+                      "only runs; choose another --out");
       for (const auto& f : present) remove_file(path_ / f);
       removed_run_files_ = present;
     }
