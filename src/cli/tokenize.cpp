@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "wgtrain/error.h"
+#include "wgtrain/chat_template.h"
 #include "wgtrain/tokenizer.h"
 
 namespace wgtrain::cli {
@@ -47,6 +48,7 @@ CLI::App* add_tokenize_command(CLI::App& app, TokenizeCliOptions& o) {
   text->excludes(file);
   cmd->add_flag("--pieces", o.pieces, "one line per token: its id and its text");
   cmd->add_flag("--no-special", o.no_special, "do not add the tokenizer's special tokens (BOS, EOS)");
+  cmd->add_flag("--chat", o.chat, "format the text as a user message with the model's chat template first");
   cmd->callback([model, tok, text, file] {
     if (model->count() + tok->count() != 1) throw CLI::RequiredError("--model or --tokenizer");
     if (text->count() + file->count() != 1) throw CLI::RequiredError("--text or --file");
@@ -64,8 +66,15 @@ int run_tokenize(const TokenizeCliOptions& o) {
     ss << f.rdbuf();
     text = ss.str();
   }
-  // (--chat goes here: the text becomes a user turn formatted with t.chat_template() before it is encoded.)
-  const std::vector<int32_t> ids = t.encode(text, !o.no_special);
+  std::vector<int32_t> ids;
+  if (o.chat) {
+    if (t.chat_template().empty()) throw ArgumentError("--chat: this tokenizer has no chat_template");
+    const ChatTemplate tmpl(t.chat_template(), t.bos_token(), t.eos_token());
+    // The template writes the special tokens itself, as apply_chat_template(tokenize=True) leaves them.
+    ids = t.encode(tmpl.apply({{"user", text}}, /*add_generation_prompt=*/true), /*add_special_tokens=*/false);
+  } else {
+    ids = t.encode(text, !o.no_special);
+  }
   if (o.pieces) {
     for (size_t i = 0; i < ids.size(); ++i) {
       // A token's text is what it adds to the decoded text before it (a few tokens of context suffice): decoding it

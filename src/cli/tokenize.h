@@ -16,8 +16,8 @@ struct TokenizeCliOptions {
   std::string file;            // --file: the text is this file's contents
   bool pieces = false;         // --pieces: one line per token, its id and its text
   bool no_special = false;     // --no-special: no BOS/EOS or other post-processor tokens
-  // --chat (formatting the text as a conversation with the model's chat template first) comes with the
-  // chat-template interpreter; it belongs here, and applies before encoding in run_tokenize.
+  bool chat = false;           // --chat: the text as a user turn, formatted with the model's chat template
+                               // (with the generation prompt), encoded as apply_chat_template(tokenize=True) does
 };
 
 // Registers the subcommand and its options on `app`.
