@@ -45,7 +45,7 @@ for pair in "qwen2.5-0.5b tokenizer-qwen2_5" "llama3.2-1b tokenizer-llama3"; do
   log="$out/wgtrain_$1.log"
   .carry/wgtrain finetune --model "$dir" --data brown --iters 12 --batch-size 8 --seq-len 512 --lora-rank 16 \
     --lora-alpha 32 --targets all --warmup 0 --eval-every 1000 --eval-batches 1 --save-every 1000 \
-    --adapter-path "/tmp/run-$1" > "$log" 2>&1
+    --adapter-path "/tmp/run-$1" --overwrite > "$log" 2>&1
   # Steps 2..11 from loss.csv (the first step compiles pipelines; the last runs validation and saves).
   python3 - "$1" "/tmp/run-$1/loss.csv" "$log" >> "$out/lora.jsonl" <<'EOF'
 import csv, json, re, sys

@@ -11,7 +11,7 @@ rm -rf "$dump" && mkdir -p "$dump"
 PYTHONUNBUFFERED=1 python3 bench/torch_llama.py --dump "$dump" --json "$out/torch_train.json" 2>&1 |
   tee "$out/torch_train.log"
 steps=${TRAIN_STEPS:-300}
-.carry/wgtrain train --config base --data brown --steps "$steps" --eval-every 100 --out /tmp/run-base 2>&1 |
+.carry/wgtrain train --config base --data brown --steps "$steps" --eval-every 100 --out /tmp/run-base --overwrite 2>&1 |
   tee "$out/train_base.log" | tail -12
 cp /tmp/run-base/loss.csv "$out/train_base_loss.csv"
 cp /tmp/run-base/loss.png "$out/train_base_loss.png"
