@@ -21,6 +21,7 @@
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
 #include "wgtrain/lora.h"
+#include "wgtrain/memory_estimate.h"
 #include "wgtrain/registry.h"
 #include "wgtrain/safetensors.h"
 #include "wgtrain/tensor.h"
@@ -30,18 +31,6 @@ namespace {
 
 using namespace wgtrain;
 
-std::string human_bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
 
 int cmd_devices_vulkan() {
   const auto physical = vk::Device::list();
@@ -51,7 +40,7 @@ int cmd_devices_vulkan() {
   std::printf("device:       %s (%s)\n", i.name.c_str(), i.type.c_str());
   std::printf("API:          %u.%u.%u\n", i.api_version >> 22, (i.api_version >> 12) & 0x3ff, i.api_version & 0xfff);
   std::printf("subgroup:     %u lanes\n", i.subgroup_size);
-  std::printf("storage buffer range  %s\n", human_bytes(i.max_storage_buffer_range).c_str());
+  std::printf("storage buffer range  %s\n", format_bytes(i.max_storage_buffer_range).c_str());
   std::printf("timestamps            %s\n", i.timestamps ? "yes" : "no");
   std::printf("cooperative matrix    %s\n", i.cooperative_matrix ? "yes (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32)" : "no");
   std::printf("\nphysical devices (pick one with WGTRAIN_VULKAN_DEVICE=<index>):\n");
@@ -85,13 +74,13 @@ int cmd_devices(const std::string& backend) {
     std::printf("subgroups:    not available to shaders (the subgroups feature is not offered)\n");
   std::printf("library:      %s\n", gpu::dawn_library_path().c_str());
   std::printf("\nlimits granted to the device:\n");
-  std::printf("  max buffer size                 %s\n", human_bytes(l.max_buffer_size).c_str());
+  std::printf("  max buffer size                 %s\n", format_bytes(l.max_buffer_size).c_str());
   std::printf("  max storage buffer binding      %s  (the largest tensor a kernel reads whole; the trainable "
               "weights are one)\n",
-              human_bytes(l.max_storage_binding_size).c_str());
-  std::printf("  max uniform buffer binding      %s\n", human_bytes(l.max_uniform_binding_size).c_str());
+              format_bytes(l.max_storage_binding_size).c_str());
+  std::printf("  max uniform buffer binding      %s\n", format_bytes(l.max_uniform_binding_size).c_str());
   std::printf("  storage buffers per stage       %u\n", l.max_storage_buffers_per_stage);
-  std::printf("  workgroup storage               %s\n", human_bytes(l.max_workgroup_storage).c_str());
+  std::printf("  workgroup storage               %s\n", format_bytes(l.max_workgroup_storage).c_str());
   std::printf("  invocations per workgroup       %u\n", l.max_invocations_per_workgroup);
   std::printf("  workgroup size x / y / z        %u / %u / %u\n", l.max_workgroup_size_x, l.max_workgroup_size_y,
               l.max_workgroup_size_z);
