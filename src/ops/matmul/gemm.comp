@@ -1,15 +1,19 @@
-// The GEMM of the native Vulkan backend (the GLSL twin of gemm.wgsl, the same tiling): C[b] (+)= A[b] B[b], C
-// contiguous [batch, M, N], A and B strided. B comes in one of three forms (B_MODE): 0 f32, strided; 1 a q4gsw
-// weight W[N, K] read as B[k][n] = W[n][k] (the forward x W^T); 2 a q4gsw weight read as B[r][j] = W[r][j] (the
-// input gradient dy W). q4gsw codes are u32 words of 8 nibbles [N_w, ceil(K_w / 8)], code + 8 each; scales
-// [ceil(K_w / g), N_w].
+// The GEMM of the native Vulkan backend (the GLSL twin of gemm.wgsl: the same parameters, bindings, grid and
+// tiling, so that matmul.cpp drives both): C[b] (+)= A[b] B[b] (+ bias), C contiguous [batch, M, N], A and B
+// strided. B comes in one of three forms (B_MODE): 0 f32, strided; 1 a q4gsw weight W[N, K] read as B[k][n] =
+// W[n][k] (the forward x W^T); 2 a q4gsw weight read as B[r][j] = W[r][j] (the input gradient dy W). q4gsw codes
+// are u32 words of 8 nibbles [N_w, ceil(K_w / 8)], code + 8 each; scales [ceil(K_w / g), N_w].
 // A 16 x 16 workgroup computes a (16 TM)^2 tile. Each thread owns TM x TM outputs in blocks of 4 x 4 spaced 64
 // apart: rows (i / 4) 64 + 4 ty + i % 4, columns g 64 + 4 tx + 0..3, so that it reads A and B from shared memory as
 // vec4s and neighbouring threads write neighbouring 16-byte runs of C. Tiles are staged BK = 16 deep in k, the
 // next one loaded into registers while the current one is multiplied; q4 tiles are dequantised into shared
 // memory. TM and B_MODE are compile-time (one SPIR-V module per variant, see gemm.variants), so that every loop
-// unrolls and the accumulators stay in registers. Split-K (k_chunk > 0): grid layer z sums k in
-// [z k_chunk, (z + 1) k_chunk) into C[z], and split_sum.comp adds the layers.
+// unrolls and the accumulators stay in registers. Grid: x the N tiles, y the M tiles, z the batch (from
+// p.batch0) or, in split-K (k_chunk > 0), the chunk: layer z sums k in [z k_chunk, (z + 1) k_chunk) of batch 0
+// into C[z], and split_sum.comp adds the layers. Flags: 1 add bias[bias_off + n], 2 accumulate into C (bias
+// first, then C); 4 and 8 (A's k, B's n stride is 1) are layout hints this kernel reads from the strides instead.
+// A and B are bound as f32 / u32 arrays whatever the WGSL variant binds (vec4s have the same bytes; offsets and
+// strides count floats either way).
 #version 450
 #extension GL_EXT_control_flow_attributes : require
 
@@ -34,28 +38,44 @@ layout(push_constant) uniform Params {
   uint m, n, k, batch0;
   uint a_off, a_sb, a_sm, a_sk;
   uint b_off, b_sb, b_sk, b_sn;
-  uint flags;  // 2: accumulate into C
-  uint q_words, q_rows, group_size;
-  uint c_off, k_chunk;
-} p;
+  uint bias_off;
+  uint flags;       // 1: add bias[n]; 2: accumulate into C; 4, 8: layout hints (unused here)
+  uint q_words;     // q4: u32 words per weight row
+  uint q_rows;      // q4: N_w, the row count of the weight (the scales' row stride)
+  uint group_size;  // q4: consecutive k sharing a scale (a multiple of 8)
+  uint c_off;
+  uint k_chunk;     // split-K: k per grid z (0: no split; then z is the batch)
+  uint _pad1;
+} p;  // 80 bytes: GemmParams in matmul.cpp, Params in gemm.wgsl
 
 layout(std430, binding = 0) readonly buffer ABuf { float a[]; };
 layout(std430, binding = 1) readonly buffer BBuf { uint b[]; };  // floats as bits (B_MODE 0), or q4 words
-layout(std430, binding = 2) readonly buffer SBuf { float scales[]; };
-layout(std430, binding = 3) buffer CBuf { float c[]; };
+layout(std430, binding = 2) readonly buffer SBuf { float scales[]; };  // q4 only (any buffer otherwise)
+layout(std430, binding = 3) readonly buffer BiasBuf { float bias[]; };  // flags & 1 only (any buffer otherwise)
+layout(std430, binding = 4) buffer CBuf { float c[]; };
 
 shared vec4 As[BK * BM / 4];  // [k][m / 4]
 shared vec4 Bs[BK * BN / 4];  // [k][n / 4]
 
 float dequant(uint word, uint j, float scale) { return (float((word >> (4u * j)) & 15u) - 8.0) * scale; }
 
-void store_c(uint bat, uint gm, uint gn, float v) {
+// One output: bias, accumulation, and the bounds check for tiles that overhang M or N.
+void store_c(uint bat, uint gm, uint gn, float acc) {
   if (gm >= p.m || gn >= p.n) return;
+  float v = acc;
+  if ((p.flags & 1u) != 0u) v += bias[p.bias_off + gn];
   const uint at = p.c_off + (bat * p.m + gm) * p.n + gn;
-  c[at] = (p.flags & 2u) != 0u ? c[at] + v : v;
+  if ((p.flags & 2u) != 0u) v += c[at];
+  c[at] = v;
 }
 
 void main() {
+#if B_MODE == 0
+  // The f32 variants read no scales, but keep the binding in the module's interface (one binding list for every
+  // variant, as gemm.wgsl's `_ = &scales`; glslc -O drops unused ones): a length query that cannot match (a binding
+  // holds at most 2^30 floats) keeps it without touching memory.
+  if (scales.length() == 0xFFFFFFFFu) return;
+#endif
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   const uint tid = ty * 16u + tx;
   const uint out_bat = gl_WorkGroupID.z + p.batch0;

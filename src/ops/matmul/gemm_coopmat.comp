@@ -1,11 +1,15 @@
-// The GEMMs of gemm.comp through cooperative matrices (VK_NV_cooperative_matrix): fp16 operands, fp32 products.
-// A workgroup of 4 subgroups of 32 computes a 64 x 64 tile of C, each subgroup a 32 x 32 quarter as 2 x 2 16x16
-// fp32 accumulators; A and B are staged in shared memory 32 deep in k, converted to fp16 on the way in (q4 weights
-// dequantised, then rounded to fp16), and the accumulators go out through shared memory with the bounds checks
-// and accumulation of gemm.comp. Same parameters, split-K included. B_MODE is compile-time (gemm_coopmat.variants).
+// The GEMMs of gemm.comp through cooperative matrices (VK_NV_cooperative_matrix; Debian 12's glslc has no
+// GL_KHR_cooperative_matrix): fp16 operands, fp32 products. The native-only kernel "matmul/gemm_coopmat" (defs
+// {B_MODE}, gemm_coopmat.variants), with the interface of gemm.wgsl / gemm.comp: the same 80-byte parameter block
+// (bias, accumulation and split-K included; the layout hints of flags 4 and 8 are read from the strides) and the
+// same five bindings (a, b, scales, bias, c). A workgroup of 4 subgroups of 32 computes a 64 x 64 tile of C (grid:
+// x the N tiles, y the M tiles, z the batch from p.batch0 or the split-K chunk), each subgroup a 32 x 32 quarter as
+// 2 x 2 16x16 fp32 accumulators; A and B are staged in shared memory 32 deep in k, converted to fp16 on the way in
+// (q4 weights dequantised, then rounded to fp16), and the accumulators go out through shared memory with the
+// bounds checks, bias and accumulation of gemm.comp. Split-K chunks need only be multiples of 16 (the k loop is
+// bounded by the chunk's end).
 // Numbers: every operand is rounded to fp16 (11 significant bits, magnitudes 6e-5 to 65504), so a dot product is
-// good to about 2^-10 of sum |a_k b_k|, and values far below 6e-5 (small gradients) lose precision: an opt-in path
-// (vk::DeviceOptions::cooperative_matrix, wgtrain bench --coopmat).
+// good to about 2^-10 of sum |a_k b_k|, and values far below 6e-5 (small gradients) lose precision: an opt-in path.
 #version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -25,15 +29,21 @@ layout(push_constant) uniform Params {
   uint m, n, k, batch0;
   uint a_off, a_sb, a_sm, a_sk;
   uint b_off, b_sb, b_sk, b_sn;
-  uint flags;  // 2: accumulate into C
-  uint q_words, q_rows, group_size;
-  uint c_off, k_chunk;
-} p;
+  uint bias_off;
+  uint flags;       // 1: add bias[n]; 2: accumulate into C; 4, 8: layout hints (unused here)
+  uint q_words;     // q4: u32 words per weight row
+  uint q_rows;      // q4: N_w, the row count of the weight (the scales' row stride)
+  uint group_size;  // q4: consecutive k sharing a scale (a multiple of 8)
+  uint c_off;
+  uint k_chunk;     // split-K: k per grid z (0: no split; then z is the batch)
+  uint _pad1;
+} p;  // 80 bytes: GemmParams in matmul.cpp, Params in gemm.wgsl
 
 layout(std430, binding = 0) readonly buffer ABuf { float a[]; };
 layout(std430, binding = 1) readonly buffer BBuf { uint b[]; };
-layout(std430, binding = 2) readonly buffer SBuf { float scales[]; };
-layout(std430, binding = 3) buffer CBuf { float c[]; };
+layout(std430, binding = 2) readonly buffer SBuf { float scales[]; };  // q4 only (any buffer otherwise)
+layout(std430, binding = 3) readonly buffer BiasBuf { float bias[]; };  // flags & 1 only (any buffer otherwise)
+layout(std430, binding = 4) buffer CBuf { float c[]; };
 
 shared float16_t As[BM * BKC];  // [m][k]
 shared float16_t Bs[BKC * BN];  // [k][n]
@@ -42,6 +52,12 @@ shared float Cs[BM * BN];       // [m][n]
 float dequant(uint word, uint j, float scale) { return (float((word >> (4u * j)) & 15u) - 8.0) * scale; }
 
 void main() {
+#if B_MODE == 0
+  // The f32 variants read no scales, but keep the binding in the module's interface (one binding list for every
+  // variant, as gemm.wgsl's `_ = &scales`; glslc -O drops unused ones): a length query that cannot match (a binding
+  // holds at most 2^30 floats) keeps it without touching memory.
+  if (scales.length() == 0xFFFFFFFFu) return;
+#endif
   const uint tid = gl_LocalInvocationID.x;
   const uint warp = tid / 32u;
   const uint wm = (warp / 2u) * 32u, wn = (warp % 2u) * 32u;
@@ -119,7 +135,10 @@ void main() {
   for (uint e = tid; e < BM * BN; e += 128u) {
     const uint gm = m0 + e / BN, gn = n0 + e % BN;
     if (gm >= p.m || gn >= p.n) continue;
+    float v = Cs[e];
+    if ((p.flags & 1u) != 0u) v += bias[p.bias_off + gn];
     const uint at = p.c_off + (out_bat * p.m + gm) * p.n + gn;
-    c[at] = (p.flags & 2u) != 0u ? c[at] + Cs[e] : Cs[e];
+    if ((p.flags & 2u) != 0u) v += c[at];
+    c[at] = v;
   }
 }
