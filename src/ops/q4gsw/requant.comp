@@ -1,17 +1,24 @@
-// q4gsw re-quantisation (the GLSL twin of requant.wgsl): one thread per code word (8 weights of a row).
+// q4gsw re-quantisation (the GLSL twin of requant.wgsl: the same parameters, bindings and grid, a 1-D index split
+// over x and y): one thread per code word (8 weights of a row).
 // code = clamp(round_half_even(x / s), -8, 7) + 8; code 8 where s == 0 and for padding (k >= K). The quotient is
 // only a guess; the rounding is decided exactly by the sign of x - (q +- 1/2) s, computed with one fused fma.
 #version 450
 
+#define WG 256u
 layout(local_size_x = 256) in;
 
 layout(push_constant) uniform Params {
-  uint rows, k, words, group_size, latent_off, row;  // row: threads per grid row
-} p;
+  uint rows;        // N
+  uint k;           // K
+  uint words;       // words per row
+  uint group_size;
+  uint latent_off;
+  uint _pad0, _pad1, _pad2;
+} p;  // 32 bytes: RequantParams in q4gsw.cpp
 
 layout(std430, binding = 0) readonly buffer Latent { float latent[]; };
 layout(std430, binding = 1) readonly buffer Scales { float scales[]; };
-layout(std430, binding = 2) writeonly buffer Codes { uint codes[]; };
+layout(std430, binding = 2) buffer Codes { uint codes[]; };
 
 uint quantize(float x_in, float s_in) {
   if (s_in == 0.0) return 8u;
@@ -32,7 +39,7 @@ uint quantize(float x_in, float s_in) {
 }
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * p.row;
+  const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
   if (i >= p.rows * p.words) return;
   const uint n = i / p.words, w = i % p.words;
   uint word = 0u;

@@ -1,18 +1,25 @@
-// q4gsw scales from the latent weights (the GLSL twin of scales.wgsl): scales[g][n] = max |latent[n][k]| / 7 over
-// k in group g; one thread per (group, row).
+// q4gsw scales from the latent weights (the GLSL twin of scales.wgsl: the same parameters, bindings and grid, a
+// 1-D index split over x and y): scales[g][n] = max |latent[n][k]| / 7 over k in group g; one thread per
+// (group, row), consecutive threads on consecutive rows of one group.
 #version 450
 
+#define WG 256u
 layout(local_size_x = 256) in;
 
 layout(push_constant) uniform Params {
-  uint rows, k, groups, group_size, latent_off, row;
-} p;
+  uint rows;        // N
+  uint k;           // K
+  uint groups;
+  uint group_size;
+  uint latent_off;
+  uint _pad0, _pad1, _pad2;
+} p;  // 32 bytes: ScalesParams in q4gsw.cpp
 
 layout(std430, binding = 0) readonly buffer Latent { float latent[]; };
-layout(std430, binding = 1) writeonly buffer Scales { float scales[]; };
+layout(std430, binding = 1) buffer Scales { float scales[]; };
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * p.row;
+  const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
   if (i >= p.rows * p.groups) return;
   const uint g = i / p.rows, n = i % p.rows;
   const uint begin = g * p.group_size, end = min(p.k, begin + p.group_size);
