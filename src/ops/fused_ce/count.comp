@@ -1,4 +1,5 @@
-// fused_ce, step 1 (the GLSL twin of count.wgsl): the rows whose label is not ignored (>= 0), as f32 in stats[0].
+// fused_ce, step 1 (the GLSL twin of count.wgsl: the same parameters and bindings, one workgroup): the rows whose
+// label is not ignored (>= 0), as f32 in stats[0], or host_n_valid where the host gives the count.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -6,9 +7,11 @@
 layout(local_size_x = 256) in;
 
 layout(push_constant) uniform Params {
-  uint rows, labels_off, host_count;
+  uint rows;
+  uint labels_off;
+  uint host_count;  // 1: use host_n_valid instead of counting
   float host_n_valid;
-} p;
+} p;  // 16 bytes: CountParams in fused_ce.cpp
 
 layout(std430, binding = 0) readonly buffer Labels { int labels[]; };
 layout(std430, binding = 1) buffer Stats { float stats[]; };

@@ -1,5 +1,5 @@
-// fused_ce, step 3 (the GLSL twin of finish.wgsl): loss = sum of the row losses / n_valid (0 when n_valid is 0), in
-// a fixed order.
+// fused_ce, step 3 (the GLSL twin of finish.wgsl: the same parameters and bindings, one workgroup): loss = sum of
+// the row losses / n_valid (0 when n_valid is 0), in a fixed order.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -7,12 +7,14 @@
 layout(local_size_x = 256) in;
 
 layout(push_constant) uniform Params {
-  uint rows, loss_off;
-} p;
+  uint rows;
+  uint loss_off;
+  uint _pad0, _pad1;
+} p;  // 16 bytes: FinishParams in fused_ce.cpp
 
 layout(std430, binding = 0) readonly buffer RowLoss { float row_loss[]; };
 layout(std430, binding = 1) readonly buffer Stats { float stats[]; };
-layout(std430, binding = 2) writeonly buffer Loss { float loss[]; };
+layout(std430, binding = 2) buffer Loss { float loss[]; };
 
 #include "common/reduce.glsl"
 

@@ -1,11 +1,15 @@
 // fused_ce, step 2 (the GLSL twin of rows.wgsl, streaming form): one workgroup per row of logits [R, V]. Pass 1
 // keeps a running (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
 //   dlogits = (exp(x - max) / sum - onehot(label)) / n_valid
-// (0 on an ignored row, label < 0, and everywhere when n_valid is 0) and the row's loss log(sum) + max - x[label]. The probabilities are never
-// stored; every exponent is <= 0. IN_PLACE: dlogits over the logits (each element read, then written, by one
-// thread). A label >= V is refused: zero gradient, no loss, and bit p.index_bit in the error word.
+// (0 on an ignored row, label < 0, and everywhere when n_valid is 0) and the row's loss log(sum) + max - x[label].
+// The probabilities are never stored; every exponent is <= 0. A label >= V is refused: zero gradient, no loss, and
+// bit p.index_bit in the error word. The parameters, bindings and grid are rows.wgsl's (row = workgroup x + y *
+// workgroups in x), so that fused_ce.cpp drives both.
 // Variants (rows.variants): WG_SIZE threads a row (1024 where the device allows: fewer rows in flight keep each in
-// cache for pass 2), and VEC = 4 where V and the offsets are multiples of 4 (then vocab and offsets count vec4s).
+// cache for pass 2); VEC = 4 where V and the offsets are multiples of 4 (then vocab and offsets count vec4s);
+// IN_PLACE: dlogits over the logits (each element read, then written, by one thread), the logits binding then
+// read-write and no dlogits binding (5 bindings, as rows.wgsl with LOGITS_ACCESS = read_write), else the logits
+// read-only and dlogits the sixth binding.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -15,9 +19,11 @@
 #ifndef VEC
 #define VEC 1
 #endif
+#ifndef IN_PLACE
+#define IN_PLACE 0
+#endif
 #define WG uint(WG_SIZE)
 layout(local_size_x = WG_SIZE) in;
-layout(constant_id = 0) const bool IN_PLACE = false;
 
 #if VEC == 4
 #define T vec4
@@ -32,27 +38,40 @@ float onehot(uint j, uint label) { return j == label ? 1.0 : 0.0; }
 #endif
 
 layout(push_constant) uniform Params {
-  uint rows, vocab, logits_off, labels_off, out_off, index_bit, row_stride;  // row_stride: workgroups per grid row
-} p;
+  uint rows;
+  uint vocab;       // per row, in T units
+  uint logits_off;  // in T units
+  uint labels_off;
+  uint out_off;     // in T units
+  uint index_bit;   // bit to set in index_error for a label >= vocab
+  uint _pad0, _pad1;
+} p;  // 32 bytes: RowParams in fused_ce.cpp
 
+#if IN_PLACE
 layout(std430, binding = 0) buffer Logits { T logits[]; };
+#else
+layout(std430, binding = 0) readonly buffer Logits { T logits[]; };
+#endif
 layout(std430, binding = 1) readonly buffer Labels { int labels[]; };
 layout(std430, binding = 2) readonly buffer Stats { float stats[]; };
-layout(std430, binding = 3) writeonly buffer RowLoss { float row_loss[]; };
-layout(std430, binding = 4) buffer IndexError { uint index_error[]; };
-layout(std430, binding = 5) writeonly buffer DLogits { T dlogits[]; };
+layout(std430, binding = 3) buffer RowLoss { float row_loss[]; };
+layout(std430, binding = 4) buffer IndexError { uint index_error[]; };  // the device's index-error word
+#if !IN_PLACE
+layout(std430, binding = 5) buffer DLogits { T dlogits[]; };
+#endif
 
 #include "common/reduce.glsl"
 
 void store_d(uint i, T v) {
-  if (IN_PLACE)
-    logits[i] = v;
-  else
-    dlogits[i] = v;
+#if IN_PLACE
+  logits[i] = v;
+#else
+  dlogits[i] = v;
+#endif
 }
 
 void main() {
-  const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * p.row_stride;
+  const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= p.rows) return;  // uniform: one row per workgroup
   const uint t = gl_LocalInvocationID.x;
   const uint base = p.logits_off + row * p.vocab, out_base = p.out_off + row * p.vocab;
