@@ -2,6 +2,7 @@
 // a parameter's length and the offsets of its param, grad, m and v in four shared buffers. step_scalars: -lr / bc1,
 // sqrt(bc2), -, -, then each segment's 1 - lr * weight_decay (rewritten by the host each step). VEC (1 or 4, see
 // adamw.variants): elements per thread; with 4, every length and offset is a multiple of 4 and counted in vec4s.
+// Parameters, bindings and grid (a 1-D index split over x and y) are adamw.wgsl's, so that adamw.cpp drives both.
 #version 450
 
 #ifndef VEC
@@ -13,12 +14,15 @@
 #define T float
 #endif
 
+#define WG 256u
 layout(local_size_x = 256) in;
 
 layout(push_constant) uniform Params {
-  uint total, segments, row;
+  uint total;     // elements (in VEC units) over all segments
+  uint segments;
+  uint _pad0, _pad1;
   float one_minus_beta1, beta2, one_minus_beta2, eps;
-} p;
+} p;  // 32 bytes: AdamWParams in adamw.cpp
 
 struct Segment {
   uint start, len, p_off, g_off, m_off, v_off, pad0, pad1;
@@ -32,7 +36,7 @@ layout(std430, binding = 4) buffer M2 { T m2[]; };
 layout(std430, binding = 5) readonly buffer StepScalars { float step_scalars[]; };
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * p.row;
+  const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
   if (i >= p.total) return;
   uint lo = 0u, hi = p.segments;
   while (hi - lo > 1u) {
