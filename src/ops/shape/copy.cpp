@@ -106,6 +106,15 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
 void copy_(const Tensor& dst, const Tensor& src) {
   check_defined("copy_", dst, "self");
   check_defined("copy_", src, "src");
+  // Contiguous into contiguous between two buffers: a buffer copy, no kernel (and the one form of copy_ the native
+  // Vulkan backend has, whose strided-copy kernel would need more push-constant bytes than Vulkan guarantees).
+  if (dst.is_contiguous() && src.is_contiguous() && src.shape() == dst.shape() && src.dtype() == dst.dtype() &&
+      src.storage() != dst.storage() && src.device_impl().recording() == dst.device_impl().recording() &&
+      &src.device_impl() == &dst.device_impl()) {
+    dst.device_impl().copy(src.storage()->buffer, static_cast<uint64_t>(src.offset()) * 4, dst.storage()->buffer,
+                           static_cast<uint64_t>(dst.offset()) * 4, static_cast<uint64_t>(dst.numel()) * 4);
+    return;
+  }
   copy_into("copy_", dst, src.expand(dst.shape()));
 }
 
@@ -179,7 +188,7 @@ void register_shape_ops(Registry& r) {
 
   OpSchema f = view_schema("fill", "a tensor like self with every element `value`",
                            {{"value", "float", "", "the value (required)"}});
-  f.backends = {"webgpu", "vulkan"};  // vk::ops::full
+  f.backends = {"webgpu", "native-vulkan"};
   f.run = [](Device&, const OpTensors& in, const OpArgs& args) {
     if (!args.has("value")) throw ArgumentError("fill: missing argument value=<number>");
     return OpTensors{{"out", fill(input(in, "self"), args.get_float("value", 0))}};
