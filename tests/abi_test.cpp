@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gpu/device_impl.h"
+#include "gpu/webgpu_backend.h"
 #include "gpu/webgpu_abi.h"
 #include "support/test_support.h"
 
@@ -273,7 +274,7 @@ TEST(Abi, EveryConstantMatchesTheBindingsEnumTables) {
 }
 
 TEST(Abi, ConstantsWithoutATableMatchTheLiveLibrary) {
-  auto& dev = wgtrain::test::device().impl();
+  auto& dev = wgtrain::detail::webgpu_backend(*wgtrain::test::device().impl().backend);
   int others = 0;
   for (const auto& c : our_constants())
     if (std::string(c.source) == "header") ++others;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "gpu/device_impl.h"
+#include "gpu/webgpu_backend.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
@@ -31,17 +32,26 @@ TEST(Device, OpensAnAdapterWithTheLimitsKernelsNeed) {
 }
 
 TEST(Device, BackendNamesParse) {
-  EXPECT_EQ(parse_backend("Vulkan"), Backend::Vulkan);
-  EXPECT_EQ(parse_backend("opengl"), Backend::OpenGL);
-  EXPECT_EQ(parse_backend("gles"), Backend::OpenGLES);
-  EXPECT_EQ(parse_backend("auto"), Backend::Auto);
+  for (Backend b : {Backend::Auto, Backend::WebGpu, Backend::WebGpuVulkan, Backend::WebGpuOpenGL,
+                    Backend::WebGpuOpenGLES, Backend::NativeVulkan})
+    EXPECT_EQ(parse_backend(backend_name(b)), b) << backend_name(b);
+  EXPECT_EQ(parse_backend("WebGPU-Vulkan"), Backend::WebGpuVulkan);
   EXPECT_THROW(parse_backend("metal2"), ArgumentError);
+  // The old spellings meant two different things; each is refused with the new name(s) in the message.
+  try {
+    parse_backend("vulkan");
+    ADD_FAILURE() << "'vulkan' parsed";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("native-vulkan"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("webgpu-vulkan"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_backend("opengl"), ArgumentError);
 }
 
 TEST(Device, ForcingAnAbsentBackendFailsWithWhatWasTried) {
   // This machine's backend is known; forcing a different one either works (a GPU machine) or says why not.
   DeviceOptions o;
-  o.backend = device().info().backend == Backend::Vulkan ? Backend::OpenGLES : Backend::Vulkan;
+  o.backend = device().info().backend == Backend::WebGpuVulkan ? Backend::WebGpuOpenGLES : Backend::WebGpuVulkan;
   try {
     Device other = Device::open(o);
     EXPECT_EQ(other.info().backend, o.backend);
@@ -175,7 +185,7 @@ TEST(Device, ValidationErrorsNameTheOp) {
 }
 
 TEST(Device, ShaderCompileErrorsAreReported) {
-  auto& impl = device().impl();
+  auto& impl = detail::webgpu_backend(*device().impl().backend);
   try {
     impl.build_pipeline("broken-kernel", "@compute @workgroup_size(1) fn main() { let x: f32 = undefined_thing; }");
     FAIL() << "no error";
@@ -197,7 +207,8 @@ TEST(Device, LostDeviceRaisesInsteadOfCrashing) {
   Device dev = Device::open();
   const std::vector<float> v(16, 1.0f);
   Tensor t = Tensor::from_host(dev, {16}, v);
-  dev.impl().api.DeviceDestroy(dev.impl().device);
+  auto& w = detail::webgpu_backend(*dev.impl().backend);
+  w.api.DeviceDestroy(w.device);
   EXPECT_THROW(
       {
         Tensor y = ops::add(t, 1.0f);

@@ -76,15 +76,42 @@ TEST(Registry, ReportsBadCallsClearly) {
 }
 
 TEST(Registry, SaysWhichBackendOffersWhichOp) {
-  // The training kernels (and the fill a step needs) run on the native Vulkan backend too; the rest on WebGPU only.
+  // The training kernels (the GEMMs, requantisation, the loss, AdamW and the fill a step needs) run on the native
+  // Vulkan backend too; the rest on WebGPU only.
   const std::vector<std::string> both = {"linear_q4gsw", "linear_q4gsw_backward", "linear_dW", "q4gsw_requant",
-                                         "fused_ce",     "adamw_step",            "fill"};
+                                         "fused_ce",     "adamw_step",            "fill",      "mm",
+                                         "bmm",          "linear"};
   for (const auto& s : Registry::global().all()) {
-    const bool vulkan = std::find(s.backends.begin(), s.backends.end(), "vulkan") != s.backends.end();
+    const bool vulkan = std::find(s.backends.begin(), s.backends.end(), "native-vulkan") != s.backends.end();
     const bool expected = std::find(both.begin(), both.end(), s.name) != both.end();
     EXPECT_EQ(vulkan, expected) << s.name;
     EXPECT_NE(std::find(s.backends.begin(), s.backends.end(), "webgpu"), s.backends.end()) << s.name;
   }
+}
+
+TEST(Registry, AnOpTheBackendLacksIsAnErrorNamingIt) {
+  const Tensor a = Tensor::from_host(test::native_device(), {2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  try {
+    run_op(test::native_device(), "_softmax", {{"self", a}});
+    ADD_FAILURE() << "_softmax ran on the native backend";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("_softmax"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("native-vulkan"), std::string::npos) << e.what();
+  }
+  // A command checks every op it needs first, and names all that are missing.
+  try {
+    require_ops(Backend::NativeVulkan, model_ops(), "wgtrain train");
+    ADD_FAILURE() << "the native backend claims every model op";
+  } catch (const UnsupportedError& e) {
+    for (const char* op : {"embedding", "rms_norm", "rope"})
+      EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("fused_ce"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(require_ops(Backend::WebGpu, model_ops(), "wgtrain train"));
+  // What the registry lists runs: a GEMM on the native device, checked against the host.
+  const Tensor b = Tensor::from_host(test::native_device(), {3, 2}, std::vector<float>{1, 0, 0, 1, 1, 1});
+  const auto c = run_op(test::native_device(), "mm", {{"self", a}, {"mat2", b}}).at("out").to_host_f32();
+  EXPECT_EQ(c, (std::vector<float>{4, 5, 10, 11}));
 }
 
 TEST(Registry, OpArgsParse) {

@@ -19,15 +19,22 @@ struct DeviceImpl;
 struct RecordingImpl;
 }
 
-enum class Backend { Auto, Vulkan, OpenGL, OpenGLES };
+// Which runtime and which GPU API runs the work. One set of names everywhere (--backend, WGTRAIN_BACKEND):
+//   auto             WGTRAIN_BACKEND if set, else webgpu
+//   webgpu           WebGPU through Dawn on the first API that works: Vulkan (a real GPU), OpenGL, OpenGL ES
+//   webgpu-vulkan, webgpu-opengl, webgpu-opengles: WebGPU through Dawn on that API only
+//   native-vulkan    the native Vulkan backend: GLSL kernels for the training ops only (`wgtrain ops` lists them)
+enum class Backend { Auto, WebGpu, WebGpuVulkan, WebGpuOpenGL, WebGpuOpenGLES, NativeVulkan };
 
+// "auto", "webgpu", "webgpu-vulkan", ..., "native-vulkan".
 const char* backend_name(Backend b);
-// Parses "auto", "vulkan", "opengl", "opengles" (as in WGTRAIN_BACKEND or --backend); throws ArgumentError.
+// Parses those names; throws ArgumentError listing them (and naming the new spelling of an old one).
 Backend parse_backend(const std::string& name);
+// Every name parse_backend takes, for help texts.
+const char* backend_choices();
 
 struct DeviceOptions {
-  // Auto: Vulkan (a real GPU) first, then Dawn's OpenGL and OpenGL ES backends (Mesa llvmpipe without a GPU).
-  // WGTRAIN_BACKEND overrides Auto.
+  // Auto: WGTRAIN_BACKEND if set, else WebGpu.
   Backend backend = Backend::Auto;
   // Fill every buffer handed out with 0xFF bytes (NaN as f32, -1 as i32), so that a kernel that leaves an element
   // unwritten is caught. On in tests; WGTRAIN_POISON=1 turns it on elsewhere.
@@ -38,6 +45,12 @@ struct DeviceOptions {
   // of its own; without them, a wait after each dispatch. Slows everything down; for finding where time goes.
   // WGTRAIN_PROFILE=1 turns it on.
   bool profile = false;
+  // native-vulkan: the physical device by enumeration order (`wgtrain devices`); -1: $WGTRAIN_VULKAN_DEVICE if
+  // set, else the first discrete GPU, else the first.
+  int vulkan_device = -1;
+  // native-vulkan: run the GEMMs on cooperative matrices (fp16 operands, fp32 accumulation) where the device has
+  // them. Off by default: it changes the numbers.
+  bool cooperative_matrix = false;
 };
 
 struct AdapterInfo {
@@ -45,8 +58,8 @@ struct AdapterInfo {
   std::string vendor;
   std::string architecture;
   std::string driver;       // the adapter's description string (driver version)
-  Backend backend = Backend::Auto;
-  std::string backend_label;  // "Vulkan", "OpenGL", ...
+  Backend backend = Backend::Auto;  // the concrete one: webgpu-vulkan, webgpu-opengl, ..., native-vulkan
+  std::string backend_label;  // "Vulkan", "OpenGL", ... (the API underneath)
   std::string adapter_type;   // "discrete GPU", "integrated GPU", "CPU", "unknown"
   bool compatibility_mode = false;
   uint32_t subgroup_min = 0, subgroup_max = 0;
@@ -74,6 +87,7 @@ struct DeviceFeatures {
   bool shader_f16 = false;
   bool subgroups = false;
   bool subgroup_matrix = false;
+  bool cooperative_matrix = false;  // native-vulkan: fp16 cooperative-matrix GEMMs available (and asked for)
   std::vector<uint32_t> adapter_raw;  // every feature the adapter offers, in the library's numbering
 };
 

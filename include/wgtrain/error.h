@@ -30,4 +30,11 @@ class DeviceLostError : public GpuError {
   using GpuError::GpuError;
 };
 
+// The backend has no kernel for an op (the native Vulkan backend offers the training ops only); the message names
+// the op and the backend that has it.
+class UnsupportedError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace wgtrain

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "wgtrain/device.h"
 #include "wgtrain/tensor.h"
 
 namespace wgtrain {
@@ -51,6 +52,7 @@ struct OpSchema {
   int min_rank = 0, max_rank = kMaxRank;
   std::vector<std::string> constraints;  // in words, each also checked before dispatch
   bool training_only = false;
+  // The runtimes that have the op's kernels: "webgpu" (every WebGPU backend) and "native-vulkan".
   std::vector<std::string> backends = {"webgpu"};
   std::function<OpTensors(Device&, const OpTensors&, const OpArgs&)> run;
 };
@@ -67,6 +69,17 @@ class Registry {
  private:
   std::vector<OpSchema> ops_;
 };
+
+// "webgpu" or "native-vulkan": the name OpSchema::backends uses for a backend's runtime.
+const char* runtime_of(Backend backend);
+// Whether the backend (or the device's) has the op's kernels.
+bool supports(Backend backend, const OpSchema& op);
+bool supports(const Device& device, const OpSchema& op);
+// Throws UnsupportedError naming every op of `ops` the backend lacks, for `what` (a command) to say before any
+// work starts.
+void require_ops(Backend backend, const std::vector<std::string>& ops, const std::string& what);
+// The ops a model's training step or generation runs (embedding, norms, attention, the MLP, the loss, AdamW).
+const std::vector<std::string>& model_ops();
 
 // Runs a registered op by name: checks that required inputs are there (and no unknown ones), then calls it.
 OpTensors run_op(Device& device, const std::string& name, const OpTensors& inputs, const OpArgs& args = {});

@@ -1,24 +1,21 @@
 #include "cli/backend.h"
 
-#include "wgtrain/error.h"
+#include <cstdlib>
+
+#include "wgtrain/registry.h"
 
 namespace wgtrain::cli {
 
-CliBackend parse_cli_backend(const std::string& name) {
-  if (name == "vulkan") return {true, Backend::Auto};
-  if (name == "webgpu" || name == "auto" || name.empty()) return {false, Backend::Auto};
-  if (name.rfind("webgpu-", 0) == 0) return {false, parse_backend(name.substr(7))};
-  if (name == "opengl" || name == "opengles" || name == "gl" || name == "gles") return {false, parse_backend(name)};
-  throw ArgumentError("unknown backend '" + name + "': expected " + kBackendHelp);
+Backend backend_for(const std::string& name, const char* command, bool whole_model) {
+  Backend b = parse_backend(name.empty() ? "auto" : name);
+  if (b == Backend::Auto)
+    if (const char* env = std::getenv("WGTRAIN_BACKEND"); env && *env) b = parse_backend(env);
+  if (whole_model) require_ops(b, model_ops(), std::string("wgtrain ") + command);
+  return b;
 }
 
-Backend webgpu_only(const std::string& name, const char* command) {
-  const CliBackend b = parse_cli_backend(name);
-  if (b.native_vulkan)
-    throw ArgumentError(std::string("wgtrain ") + command +
-                        " runs through WebGPU; the native Vulkan backend has the training kernels only (wgtrain "
-                        "bench --backend vulkan). For WebGPU on Vulkan, use --backend webgpu-vulkan");
-  return b.webgpu;
+std::string backend_help() {
+  return std::string(backend_choices()) + " (native-vulkan: the training kernels only, see `wgtrain ops`)";
 }
 
 }  // namespace wgtrain::cli

@@ -8,9 +8,8 @@
 namespace wgtrain::cli {
 
 struct BenchOptions {
-  Backend webgpu_backend = Backend::Auto;  // the API Dawn runs on
-  bool native_vulkan = false;              // the native Vulkan backend instead (run_bench_vulkan)
-  bool cooperative_matrix = false;         // native Vulkan: cooperative-matrix GEMMs where offered
+  Backend backend = Backend::Auto;
+  bool cooperative_matrix = false;  // native-vulkan: cooperative-matrix GEMMs where offered
   std::string only;        // run only benchmarks whose name contains this
   std::string json_path;   // also write the results as JSON lines here
   bool quick = false;      // small sizes: checks the command on any machine (timings then mean little)
@@ -21,8 +20,7 @@ struct BenchOptions {
   std::string dump_dir;
 };
 
+// On any backend; benchmarks whose ops the backend lacks are skipped with a line saying so.
 int run_bench(const BenchOptions& options);
-// The training kernels on the native Vulkan backend (wgtrain bench --backend vulkan), rows named as run_bench's.
-int run_bench_vulkan(const BenchOptions& options);
 
 }  // namespace wgtrain::cli

@@ -22,39 +22,38 @@
 #include "wgtrain/error.h"
 #include "wgtrain/lora.h"
 #include "wgtrain/memory_estimate.h"
+#include "gpu/backend.h"
 #include "wgtrain/registry.h"
 #include "wgtrain/safetensors.h"
 #include "wgtrain/tensor.h"
-#include "wgtrain/vulkan.h"
 
 namespace {
 
 using namespace wgtrain;
 
 
-int cmd_devices_vulkan() {
-  const auto physical = vk::Device::list();
-  vk::Device dev = vk::Device::open();
-  const vk::DeviceInfo& i = dev.info();
-  std::printf("native Vulkan backend\n");
-  std::printf("device:       %s (%s)\n", i.name.c_str(), i.type.c_str());
-  std::printf("API:          %u.%u.%u\n", i.api_version >> 22, (i.api_version >> 12) & 0x3ff, i.api_version & 0xfff);
-  std::printf("subgroup:     %u lanes\n", i.subgroup_size);
-  std::printf("storage buffer range  %s\n", format_bytes(i.max_storage_buffer_range).c_str());
-  std::printf("timestamps            %s\n", i.timestamps ? "yes" : "no");
-  std::printf("cooperative matrix    %s\n", i.cooperative_matrix ? "yes (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32)" : "no");
+// The native backend: its device, and the physical devices to pick from.
+int cmd_devices_native(const Device& dev) {
+  const AdapterInfo& i = dev.info();
+  const DeviceLimits& l = dev.limits();
+  std::printf("backend:      native-vulkan (GLSL kernels for the training ops; `wgtrain ops` lists them)\n");
+  std::printf("device:       %s (%s)\n", i.name.c_str(), i.adapter_type.c_str());
+  std::printf("driver:       %s\n", i.driver.c_str());
+  std::printf("subgroup:     %u lanes\n", i.subgroup_max);
+  std::printf("storage buffer range  %s\n", format_bytes(l.max_storage_binding_size).c_str());
+  std::printf("timestamps            %s\n", dev.features().timestamp_query ? "yes" : "no");
   std::printf("\nphysical devices (pick one with WGTRAIN_VULKAN_DEVICE=<index>):\n");
+  const auto physical = detail::list_vulkan_devices();
   for (size_t k = 0; k < physical.size(); ++k)
     std::printf("  %zu  %s (%s)\n", k, physical[k].name.c_str(), physical[k].type.c_str());
   return 0;
 }
 
 int cmd_devices(const std::string& backend) {
-  const cli::CliBackend b = cli::parse_cli_backend(backend);
-  if (b.native_vulkan) return cmd_devices_vulkan();
   DeviceOptions opt;
-  opt.backend = b.webgpu;
+  opt.backend = cli::backend_for(backend, "devices", false);
   Device dev = Device::open(opt);
+  if (dev.info().backend == Backend::NativeVulkan) return cmd_devices_native(dev);
   const AdapterInfo& i = dev.info();
   const DeviceLimits& l = dev.limits();
   const DeviceFeatures& f = dev.features();
@@ -149,7 +148,8 @@ int cmd_run_op(const std::string& op, const std::string& in_path, const std::str
     args.set(kv.substr(0, eq), kv.substr(eq + 1));
   }
   DeviceOptions opt;
-  opt.backend = cli::webgpu_only(backend, "run-op");
+  opt.backend = cli::backend_for(backend, "run-op", false);
+  require_ops(opt.backend, {schema.name}, "wgtrain run-op");
   const safetensors::Contents in = safetensors::load(in_path);
   Device dev = Device::open(opt);
   OpTensors inputs;
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
 
   std::string backend = "auto";
   auto* devices = app.add_subcommand("devices", "show the adapter wgtrain picks, its limits and features");
-  devices->add_option("--backend", backend, cli::kBackendHelp);
+  devices->add_option("--backend", backend, cli::backend_help());
 
   bool verbose = false;
   auto* ops = app.add_subcommand("ops", "list the registered ops and what each supports");
@@ -187,12 +187,12 @@ int main(int argc, char** argv) {
   runop->add_option("--in", in_path, "safetensors file holding the op's input tensors, by input name")->required();
   runop->add_option("--out", out_path, "safetensors file to write the outputs to")->required();
   runop->add_option("--arg", op_args, "an argument key=value (repeatable)");
-  runop->add_option("--backend", backend, "auto, webgpu-vulkan, opengl or opengles");
+  runop->add_option("--backend", backend, cli::backend_help());
 
   cli::BenchOptions bench_opt;
   auto* bench = app.add_subcommand("bench", "time each kernel at training sizes: GFLOP/s, GB/s");
   std::string bench_backend = "auto";
-  bench->add_option("--backend", bench_backend, cli::kBackendHelp);
+  bench->add_option("--backend", bench_backend, cli::backend_help());
   bench->add_flag("--coopmat", bench_opt.cooperative_matrix,
                   "native Vulkan: cooperative-matrix GEMMs (fp16 operands) where the device offers them");
   bench->add_option("--only", bench_opt.only, "run only benchmarks whose name contains this");
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   train->add_option("--seed", t.seed, "initialisation and batch order")
       ->capture_default_str()
       ->check(cli::unsigned_integer());
-  train->add_option("--backend", train_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
+  train->add_option("--backend", train_opt.backend, cli::backend_help());
 
   cli::GenerateCliOptions gen_opt;
   auto* generate = app.add_subcommand("generate", "generate text from a trained run or a Hugging Face model directory");
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
   generate->add_flag("--no-quantize", gen_opt.no_quantize, "a Hugging Face model: keep its linears float32 (not q4gsw)");
   generate->add_option("--group-size", gen_opt.import.group_size, "a Hugging Face model: q4gsw group size (32, 64, 128)")
       ->capture_default_str();
-  generate->add_option("--backend", gen_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
+  generate->add_option("--backend", gen_opt.backend, cli::backend_help());
 
   cli::TokenizeCliOptions tokenize_opt;
   auto* tokenize = cli::add_tokenize_command(app, tokenize_opt);
@@ -350,7 +350,7 @@ int main(int argc, char** argv) {
   finetune->add_option("--seed", f.seed, "adapter initialisation, dropout and batch order")
       ->capture_default_str()
       ->check(cli::unsigned_integer());
-  finetune->add_option("--backend", ft_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
+  finetune->add_option("--backend", ft_opt.backend, cli::backend_help());
 
   cli::FuseCliOptions fuse_opt;
   auto* fuser = app.add_subcommand("fuse", "merge LoRA adapters into their base model and write a Hugging Face directory");
@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
   fuser->add_option("--group-size", fuse_opt.import.group_size, "q4gsw group size")->capture_default_str();
   fuser->add_option("--dtype", fuse_opt.export_options.dtype, "weights as bf16, f16 or f32")->capture_default_str();
   fuser->add_flag("--overwrite", fuse_opt.overwrite, "replace --out if it exists");
-  fuser->add_option("--backend", fuse_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
+  fuser->add_option("--backend", fuse_opt.backend, cli::backend_help());
 
   cli::ExportCliOptions export_opt;
   auto* exporter = app.add_subcommand("export", "write a trained run as a Hugging Face model directory");
@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
   exporter->add_option("--out", export_opt.out, "the Hugging Face directory to write")->required();
   exporter->add_option("--dtype", export_opt.export_options.dtype, "weights as bf16, f16 or f32")->capture_default_str();
   exporter->add_flag("--overwrite", export_opt.overwrite, "replace --out if it exists");
-  exporter->add_option("--backend", export_opt.backend, "auto, webgpu-vulkan, opengl or opengles");
+  exporter->add_option("--backend", export_opt.backend, cli::backend_help());
 
   // CLI11 reports an unknown command only as an unexpected argument: name it, and the commands there are.
   const std::function<bool(CLI::App*)> every = [](CLI::App*) { return true; };
@@ -398,10 +398,8 @@ int main(int argc, char** argv) {
     if (*ops) return cmd_ops(verbose);
     if (*runop) return cmd_run_op(op_name, in_path, out_path, op_args, backend);
     if (*bench) {
-      const cli::CliBackend b = cli::parse_cli_backend(bench_backend);
-      bench_opt.webgpu_backend = b.webgpu;
-      bench_opt.native_vulkan = b.native_vulkan;
-      return b.native_vulkan ? cli::run_bench_vulkan(bench_opt) : cli::run_bench(bench_opt);
+      bench_opt.backend = cli::backend_for(bench_backend, "bench", false);
+      return cli::run_bench(bench_opt);
     }
     if (*train) return cli::run_train(train_opt);
     if (*generate) return cli::run_generate(gen_opt);

@@ -30,7 +30,7 @@ void print_import_report(const hf::ImportReport& r, const LlamaConfig& c) {
 
 int run_generate(const GenerateCliOptions& cli) {
   DeviceOptions dopt;
-  dopt.backend = webgpu_only(cli.backend, "generate");
+  dopt.backend = backend_for(cli.backend, "generate", true);
   Device device = Device::open(dopt);
   hf::ImportOptions import = cli.import;
   import.quantize = !cli.no_quantize;
@@ -59,7 +59,7 @@ int run_export(const ExportCliOptions& cli) {
   if (fs::exists(cli.out) && !cli.overwrite)
     throw ArgumentError("export: '" + cli.out + "' already exists (choose another --out, or add --overwrite)");
   DeviceOptions dopt;
-  dopt.backend = webgpu_only(cli.backend, "export");
+  dopt.backend = backend_for(cli.backend, "export", true);
   Device device = Device::open(dopt);
   if (hf::is_model_dir(cli.source)) {
     hf::ImportOptions import;
@@ -81,7 +81,7 @@ int run_fuse(const FuseCliOptions& cli) {
   if (fs::exists(cli.out) && !cli.overwrite)
     throw ArgumentError("fuse: '" + cli.out + "' already exists (choose another --out, or add --overwrite)");
   DeviceOptions dopt;
-  dopt.backend = webgpu_only(cli.backend, "fuse");
+  dopt.backend = backend_for(cli.backend, "fuse", true);
   Device device = Device::open(dopt);
   hf::ImportOptions import = cli.import;
   import.quantize = !cli.no_quantize;  // the base as the adapters were trained on it (QLoRA: its q4 weights)

@@ -1,7 +1,8 @@
-// The device's internals, for op handlers: buffers and their pool, the pipeline cache, batched dispatch, errors.
+// The device's internals, for op handlers: buffers and their pool, pipelines, dispatch, index checks, recordings.
+// All of it is written once over the backend interface (gpu/backend.h); the pool lives in gpu/pool.cpp, recordings
+// in gpu/recording.cpp, the rest in gpu/device.cpp.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -13,21 +14,19 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/dawn.h"
+#include "gpu/backend.h"
 #include "gpu/kernels.h"
-#include "gpu/webgpu_abi.h"
 #include "wgtrain/device.h"
 
 namespace wgtrain::detail {
 
-using namespace wgtrain::webgpu;
-
 struct RecordingImpl;
+struct DeviceImpl;
 
 // GPU memory behind one or more tensors. Returned to the device's pool when the last view goes.
 struct Storage {
   std::shared_ptr<DeviceImpl> device;
-  WGPUBuffer buffer = nullptr;
+  BufferHandle buffer = nullptr;
   uint64_t capacity = 0;  // bytes of the pooled buffer (a size class, >= what was asked for)
   uint64_t bytes = 0;     // bytes asked for
   // [min, max] of the int32 values, where the host wrote them (Tensor::from_host); lets index ops check on the host.
@@ -39,35 +38,23 @@ struct Storage {
   ~Storage();
 };
 
-struct Pipeline {
-  WGPUComputePipeline pipeline = nullptr;
-  WGPUBindGroupLayout layout = nullptr;
-  std::string label;  // kernel name and variant, used in error messages
-};
-
-// A pipeline-cache key: which embedded kernel, and the values substituted into its {{KEY}} placeholders.
-struct PipelineKey {
-  std::string kernel;
-  KernelDefs defs;
-  auto operator<=>(const PipelineKey&) const = default;
-};
-
 // One storage binding: a whole buffer (offsets into it travel in the uniforms, so no alignment rules apply).
 struct Binding {
-  WGPUBuffer buffer = nullptr;
+  BufferHandle buffer = nullptr;
 };
 
 struct DispatchDesc {
   std::string_view op;              // named in any error the device reports
   const Pipeline* pipeline = nullptr;
-  const void* uniforms = nullptr;   // bound at @binding(0) when non-null
+  const void* uniforms = nullptr;   // the kernel's parameter block (WGSL @binding(0); GLSL push constants)
   size_t uniform_bytes = 0;
-  std::vector<Binding> storage;     // bound at @binding(1), (2), ... in order
+  std::vector<Binding> storage;     // WGSL @binding(1), (2), ...; GLSL binding 0, 1, ... in order
   uint32_t groups_x = 1, groups_y = 1, groups_z = 1;
   bool counted = true;  // false for the runtime's own work (poisoning), kept out of stats.dispatches
 };
 
-// Work recorded by Device::record for replay: dispatches with their bind groups built once, and copies.
+// Work recorded by Device::record for replay: dispatches with their parameter blocks, and copies. The backend
+// turns them into what it replays fastest (prepare): WebGPU builds every bind group once.
 //
 // Buffers: a replay reads and writes the same buffers every time, so none of them may be handed to other work
 // while the recording lives. Live storages it references are kept (`retained`). A referenced buffer released while
@@ -79,79 +66,73 @@ struct RecordingImpl {
     enum Kind : uint8_t { Dispatch, Copy } kind = Dispatch;
     std::string op;
     const Pipeline* pipeline = nullptr;
-    size_t uniform_offset = 0, uniform_bytes = 0;  // into `uniforms`; bytes 0: no uniform block
-    std::vector<WGPUBuffer> storage;
+    size_t uniform_offset = 0, uniform_bytes = 0;  // into `uniforms`; bytes 0: no parameter block
+    std::vector<BufferHandle> storage;
     uint32_t groups_x = 1, groups_y = 1, groups_z = 1;
     bool counted = true;
-    WGPUBindGroup bind_group = nullptr;  // built by end_recording
-    WGPUBuffer src = nullptr, dst = nullptr;  // Copy
+    void* prepared = nullptr;  // the backend's (WebGPU: the bind group)
+    BufferHandle src = nullptr, dst = nullptr;  // Copy
     uint64_t src_offset = 0, dst_offset = 0, bytes = 0;
   };
   std::shared_ptr<DeviceImpl> device;
   uint64_t serial = 0;  // this device's recordings count from 1
   std::vector<Command> commands;
-  std::vector<uint8_t> uniforms;  // every dispatch's uniform block, at aligned offsets
-  WGPUBuffer uniform_buffer = nullptr;
+  std::vector<uint8_t> uniforms;  // every dispatch's parameter block, at 256-byte aligned offsets
+  void* prepared = nullptr;       // the backend's (WebGPU: the uniform buffer)
   std::vector<std::string> index_checks;  // the ops behind the index-error bits its dispatches set
   size_t dispatches = 0;
 
-  std::unordered_set<WGPUBuffer> referenced;
-  std::map<uint64_t, std::vector<WGPUBuffer>> reusable;  // released op outputs of this recording, by capacity
-  std::vector<std::pair<WGPUBuffer, uint64_t>> pinned;   // released, referenced, not reusable
+  std::unordered_set<BufferHandle> referenced;
+  std::map<uint64_t, std::vector<BufferHandle>> reusable;  // released op outputs of this recording, by capacity
+  std::vector<std::pair<BufferHandle, uint64_t>> pinned;   // released, referenced, not reusable
   std::vector<std::shared_ptr<Storage>> retained;
 
   ~RecordingImpl();
 };
 
 struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
-  const Api& api;
-  WGPUInstance instance = nullptr;
-  WGPUAdapter adapter = nullptr;
-  WGPUDevice device = nullptr;
-  WGPUQueue queue = nullptr;
-
+  std::unique_ptr<GpuBackend> backend;
   DeviceOptions options;
+  // Copies of the backend's, for op handlers.
   AdapterInfo info;
-  // Split-K GEMMs: 0 where the shape calls for it (never on a CPU rasteriser), 1 wherever possible (tests), -1 never.
-  int split_k = 0;
   DeviceLimits limits;
   DeviceFeatures features;
-  DeviceStats stats;
+  // Split-K GEMMs: 0 where the shape calls for it (never on a CPU rasteriser), 1 wherever possible (tests), -1 never.
+  int split_k = 0;
 
-  explicit DeviceImpl(const Api& a) : api(a) {}
+  explicit DeviceImpl(std::unique_ptr<GpuBackend> b);
   ~DeviceImpl();
   DeviceImpl(const DeviceImpl&) = delete;
   DeviceImpl& operator=(const DeviceImpl&) = delete;
 
-  // ---- errors -----------------------------------------------------------------------------------------------
-  std::vector<std::string> pending_errors;  // from the uncaptured-error callback
-  bool lost = false;
-  std::string lost_message;
-  // Throws GpuError naming `op` if the device reported anything since the last check; DeviceLostError if lost.
-  void check(std::string_view op);
+  bool native() const { return info.backend == Backend::NativeVulkan; }
+  DeviceStats stats() const;
 
-  // ---- buffers ----------------------------------------------------------------------------------------------
-  // `host_write`: the caller fills the buffer with a queue write before any dispatch uses it, so the buffer must be
-  // idle. Otherwise (an op's output) it may also be one released since the last submit: recorded dispatches run
-  // in order, so the earlier readers are done with it before the new writer starts.
+  // Throws GpuError naming `op` if the device reported anything since the last check; DeviceLostError if lost.
+  void check(std::string_view op) { backend->check(op); }
+
+  // ---- buffers (gpu/pool.cpp) ----------------------------------------------------------------------------------
+  // `host_write`: the caller fills the buffer with a write before any dispatch uses it, so the buffer must be idle.
+  // Otherwise (an op's output) it may also be one released since the last submit: issued dispatches run in order,
+  // so the earlier readers are done with it before the new writer starts.
   std::shared_ptr<Storage> allocate(uint64_t bytes, std::string_view what, bool host_write = false);
   void release(Storage& s);  // from ~Storage
-  // Hands a buffer back to the pool (it may still be read by recorded, unsubmitted work).
-  void release_buffer(WGPUBuffer buffer, uint64_t capacity);
-  // Writes host bytes into a buffer, ordered after all work recorded so far.
-  void write(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes);
-  // The same for a buffer no recorded work uses (freshly allocated): no flush. Both go in chunks, since Dawn
-  // stages each queue write whole and a multi-GB staging allocation fails.
-  void write_idle(WGPUBuffer buffer, uint64_t offset, const void* data, size_t bytes);
-  // Copies bytes back to the host; submits what is recorded and waits for it.
-  void read(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst);
-  // Records a buffer-to-buffer copy (sizes and offsets multiples of 4).
-  void copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset, uint64_t bytes);
+  // Hands a buffer back to the pool (it may still be read by issued, unsubmitted work).
+  void release_buffer(BufferHandle buffer, uint64_t capacity);
+  // Writes host bytes into a buffer, ordered after all work issued so far.
+  void write(BufferHandle buffer, uint64_t offset, const void* data, size_t bytes);
+  // The same for a buffer no issued work uses (freshly allocated).
+  void write_idle(BufferHandle buffer, uint64_t offset, const void* data, size_t bytes);
+  // Copies bytes back to the host; submits what is issued and waits for it. The index-error word comes back in the
+  // same round trip.
+  void read(BufferHandle buffer, uint64_t offset, size_t bytes, void* dst);
+  // Issues a buffer-to-buffer copy (sizes and offsets multiples of 4).
+  void copy(BufferHandle src, uint64_t src_offset, BufferHandle dst, uint64_t dst_offset, uint64_t bytes);
 
   // ---- pipelines and dispatch --------------------------------------------------------------------------------
+  // The pipeline of one variant of a kernel (the backend caches it). A backend without the kernel raises
+  // UnsupportedError naming `op`, the kernel and the backend.
   const Pipeline& pipeline(const std::string& kernel, const KernelDefs& defs);
-  // Builds a pipeline from WGSL text (entry point "main"); throws GpuError with the compiler's message. Not cached.
-  Pipeline build_pipeline(const std::string& label, const std::string& source);
   void dispatch(const DispatchDesc& d);
   // Splits a 1-D count of workgroups over x and y so neither exceeds the per-dimension limit. Kernels recover the
   // linear index as wid.x + wid.y * num_workgroups.x.
@@ -161,20 +142,13 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   // A kernel that may meet an out-of-range index atomically ORs its bit into index_error_buffer() instead of
   // reading; the word is checked (and cleared) at the next read-back or synchronize, naming the op.
   uint32_t index_check_bit(std::string_view op);
-  WGPUBuffer index_error_buffer();
+  BufferHandle index_error_buffer();
 
   // ---- submission ---------------------------------------------------------------------------------------------
   void flush();
   void synchronize();
 
-  // ---- timing -------------------------------------------------------------------------------------------------
-  void begin_timing();
-  Device::Timing end_timing();
-
-  // ---- profiling (DeviceOptions::profile) -------------------------------------------------------------------
-  std::vector<OpProfile> profile();
-
-  // ---- recording (Device::record) --------------------------------------------------------------------------
+  // ---- recording (Device::record, gpu/recording.cpp) ------------------------------------------------------------
   bool recording() const { return recording_ != nullptr; }
   void begin_recording();
   std::shared_ptr<RecordingImpl> end_recording();
@@ -183,69 +157,28 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
 
  private:
   // Pool: free buffers by capacity. A released buffer joins the free pool only at the next flush, so a buffer that
-  // recorded-but-unsubmitted work still reads is never overwritten by a queue write; until then it serves only
-  // op outputs (`released_`, by capacity).
-  std::map<uint64_t, std::vector<WGPUBuffer>> free_buffers_;
-  std::map<uint64_t, std::vector<WGPUBuffer>> released_;
-  void poison_on_gpu(WGPUBuffer b, uint64_t bytes);
-  std::map<uint64_t, std::vector<WGPUBuffer>> free_readback_;
-  WGPUBuffer create_buffer(uint64_t bytes, WGPUFlags usage, std::string_view what);
-  WGPUBuffer take_readback(uint64_t bytes);
-  void read_chunk(WGPUBuffer buffer, uint64_t offset, size_t bytes, void* dst);
+  // issued-but-unsubmitted work still reads is never overwritten by a host write; until then it serves only op
+  // outputs (`released_`, by capacity).
+  std::map<uint64_t, std::vector<BufferHandle>> free_buffers_;
+  std::map<uint64_t, std::vector<BufferHandle>> released_;
+  uint64_t buffers_created_ = 0, pool_hits_ = 0, bytes_allocated_ = 0, peak_bytes_allocated_ = 0;
+  BufferHandle create_buffer(uint64_t bytes, std::string_view what);
+  void poison_on_gpu(BufferHandle b, uint64_t bytes);
+  void free_pooled();  // gives every idle pooled buffer back to the backend
+  void recycle_released();  // after a submit: released buffers may serve anything
 
-  // The open batch.
-  WGPUCommandEncoder encoder_ = nullptr;
-  WGPUComputePassEncoder pass_ = nullptr;
-  size_t batch_dispatches_ = 0;
-  void ensure_encoder();
-  void ensure_pass();
-  void end_pass();
-
-  // Uniforms of the open batch: staged on the host in fixed-size chunks, written to their GPU buffers at flush.
-  struct UniformChunk {
-    WGPUBuffer buffer = nullptr;
-    std::vector<uint8_t> host;
-    size_t used = 0;
-  };
-  std::vector<UniformChunk> uniform_chunks_;
-  size_t uniform_chunk_in_use_ = 0;
-  std::pair<WGPUBuffer, uint64_t> stage_uniforms(const void* data, size_t bytes);
-
-  std::map<PipelineKey, Pipeline> pipelines_;
-
-  WGPUBuffer index_error_ = nullptr;
+  BufferHandle index_error_ = nullptr;
   std::vector<std::string> index_checks_;  // op of bit k % 32, since the last verification
+  // Raises the error the index word reports for the ops in `ops`, if any (and clears it).
+  void settle_index_word(uint32_t word, const std::vector<std::string>& ops);
   void verify_index_checks();
-
-  // Timing.
-  WGPUQuerySet query_set_ = nullptr;
-  WGPUBuffer query_resolve_ = nullptr;
-  bool timing_ = false;
-  bool timing_first_pass_ = false;
-  std::chrono::steady_clock::time_point timing_start_;
 
   // The recording in progress, and every live storage by buffer (so a recording can keep what it references).
   std::shared_ptr<RecordingImpl> recording_;
   uint64_t recordings_ = 0;
-  std::unordered_map<WGPUBuffer, std::weak_ptr<Storage>> live_;
+  std::unordered_map<BufferHandle, std::weak_ptr<Storage>> live_;
   void no_recording(const char* what) const;
-
-  // Profiling: each dispatch goes through here. Timestamps: a pass per dispatch writing slots 2k, 2k+1 of
-  // profile_queries_, resolved in batches; otherwise a wait per dispatch.
-  void encode_dispatch(std::string_view op, WGPUComputePipeline pipeline, WGPUBindGroup bg, uint32_t gx, uint32_t gy,
-                       uint32_t gz);
-  void settle_profile();
-  std::map<std::string, OpProfile, std::less<>> profile_;
-  WGPUQuerySet profile_queries_ = nullptr;
-  WGPUBuffer profile_resolve_ = nullptr;
-  std::vector<std::string> profile_pending_;  // the op of each written slot pair
-  static constexpr uint32_t kProfileSlots = 2048;
-
-  friend class wgtrain::Device;
-  void wait(const bool& done, const char* what);
+  friend struct RecordingImpl;
 };
-
-// "validation error", "out of memory", ... for a WGPUErrorType, in messages.
-std::string error_type_name(uint32_t type);
 
 }  // namespace wgtrain::detail

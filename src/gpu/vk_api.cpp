@@ -1,4 +1,4 @@
-#include "vulkan/vk_api.h"
+#include "gpu/vk_api.h"
 
 #include <dlfcn.h>
 
@@ -8,7 +8,7 @@
 
 #include "wgtrain/error.h"
 
-namespace wgtrain::vk::detail {
+namespace wgtrain::detail::vk {
 
 namespace {
 
@@ -92,4 +92,4 @@ const char* result_name(VkResult r) {
   }
 }
 
-}  // namespace wgtrain::vk::detail
+}  // namespace wgtrain::detail::vk

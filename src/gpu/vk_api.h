@@ -5,7 +5,7 @@
 #define VK_NO_PROTOTYPES
 #include <vulkan/vulkan.h>
 
-namespace wgtrain::vk::detail {
+namespace wgtrain::detail::vk {
 
 // X(name) for every function, by its Vulkan name without the "vk" prefix.
 #define WGTRAIN_VK_GLOBAL_FUNCTIONS(X) \
@@ -72,7 +72,8 @@ namespace wgtrain::vk::detail {
   X(CreateFence)                       \
   X(DestroyFence)                      \
   X(WaitForFences)                     \
-  X(ResetFences)                       \
+  X(ResetFences)                      \
+  X(GetFenceStatus)                   \
   X(DeviceWaitIdle)
 
 struct Api {
@@ -95,4 +96,4 @@ Api& vulkan_api();
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY" and the like, for messages.
 const char* result_name(VkResult r);
 
-}  // namespace wgtrain::vk::detail
+}  // namespace wgtrain::detail::vk

@@ -114,8 +114,45 @@ const OpSchema& Registry::get(const std::string& name) const {
                       "; `wgtrain ops` lists them");
 }
 
+const char* runtime_of(Backend backend) { return backend == Backend::NativeVulkan ? "native-vulkan" : "webgpu"; }
+
+bool supports(Backend backend, const OpSchema& op) {
+  return std::find(op.backends.begin(), op.backends.end(), runtime_of(backend)) != op.backends.end();
+}
+
+bool supports(const Device& device, const OpSchema& op) { return supports(device.info().backend, op); }
+
+void require_ops(Backend backend, const std::vector<std::string>& ops, const std::string& what) {
+  std::string missing;
+  size_t n = 0;
+  for (const auto& name : ops)
+    if (!supports(backend, Registry::global().get(name))) {
+      missing += (missing.empty() ? "" : ", ") + name;
+      ++n;
+    }
+  if (n == 0) return;
+  throw UnsupportedError(what + " needs " + std::to_string(n) + " op" + (n == 1 ? "" : "s") + " that the " +
+                         backend_name(backend) + " backend lacks (" + missing +
+                         "); `wgtrain ops` lists each op's backends. Use --backend webgpu.");
+}
+
+const std::vector<std::string>& model_ops() {
+  static const std::vector<std::string> ops = {"embedding", "rms_norm", "linear_q4gsw", "rope", "bmm",
+                                               "_softmax", "mul", "add", "silu", "fused_ce", "adamw_step"};
+  return ops;
+}
+
 OpTensors run_op(Device& device, const std::string& name, const OpTensors& inputs, const OpArgs& args) {
   const OpSchema& s = Registry::global().get(name);
+  if (!supports(device, s))
+    throw UnsupportedError(name + ": the " + std::string(backend_name(device.info().backend)) +
+                           " backend has no kernel for this op (it runs on: " +
+                           [&] {
+                             std::string b;
+                             for (const auto& x : s.backends) b += (b.empty() ? "" : ", ") + x;
+                             return b;
+                           }() +
+                           ")");
   std::set<std::string> known;
   for (std::string in : s.inputs) {
     const bool optional = !in.empty() && in.back() == '?';

@@ -19,18 +19,25 @@ Device& device() {
   return *dev;
 }
 
-vk::Device& vk_device() {
+Device& native_device() {
   // Never destroyed, like the WebGPU device above (lavapipe shares Mesa's exit handlers).
-  static vk::Device* dev = [] {
-    vk::DeviceOptions o;
+  static Device* dev = [] {
+    DeviceOptions o;
+    o.backend = Backend::NativeVulkan;
     o.poison = true;
     // Cooperative matrices enabled where offered, but not in use: the tests that want them switch them on.
     o.cooperative_matrix = true;
-    auto* d = new vk::Device(vk::Device::open(o));
-    d->ctx().coopmat = false;
+    auto* d = new Device(Device::open(o));
+    native_coopmat_offered() = d->impl().features.cooperative_matrix;
+    d->impl().features.cooperative_matrix = false;
     return d;
   }();
   return *dev;
+}
+
+bool& native_coopmat_offered() {
+  static bool offered = false;
+  return offered;
 }
 
 uint64_t seed() {

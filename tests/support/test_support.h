@@ -16,6 +16,11 @@ namespace wgtrain::test {
 // The device every test in this process shares. Opened with poison on: every buffer an op gets starts as 0xFF
 // bytes (NaN), so an element a kernel forgets to write fails the comparison.
 Device& device();
+// The native Vulkan device every test in this process shares (lavapipe in CI), opened with poison on, and with
+// cooperative matrices enabled where the device offers them but off (features().cooperative_matrix) until a test
+// switches them on.
+Device& native_device();
+bool& native_coopmat_offered();
 
 // Inputs are fresh on every run; WGTRAIN_TEST_SEED=<n> replays one. The seed is in every comparison failure.
 uint64_t seed();

@@ -165,7 +165,7 @@ void register_adamw_ops(Registry& r) {
   OpSchema s;
   s.name = "adamw_step";
   s.family = "adamw";
-  s.backends = {"webgpu", "vulkan"};
+  s.backends = {"webgpu", "native-vulkan"};
   s.summary = "one AdamW step (torch.optim.AdamW), returning the updated param, m and v";
   s.inputs = {"param", "grad", "m", "v"};
   s.args = {{"lr", "float", "0.001", ""},         {"beta1", "float", "0.9", ""},

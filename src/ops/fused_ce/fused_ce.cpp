@@ -155,7 +155,7 @@ void register_fused_ce_ops(Registry& r) {
   OpSchema s;
   s.name = "fused_ce";
   s.family = "fused_ce";
-  s.backends = {"webgpu", "vulkan"};
+  s.backends = {"webgpu", "native-vulkan"};
   s.summary = "mean cross-entropy of logits[R, V] against labels[R] (label < 0 ignored), and dlogits";
   s.inputs = {"logits", "labels"};
   s.args = {{"n_valid", "int", "", "rows to average over (default: the count of labels >= 0)"}};

@@ -203,7 +203,10 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
 
   // Large outputs take 128 x 128 tiles (8 x 8 per thread); small ones 64 x 64, so fewer lanes idle.
   const int tm = (M >= 128 && N >= 128) ? 8 : 4;
-  const int64_t tile = 16 * tm;
+  // The native backend's cooperative-matrix GEMM (fp16 products into fp32, 64 x 64 tiles, k staged 32 deep) where
+  // the device was opened with it (DeviceOptions::cooperative_matrix).
+  const bool coopmat = dev.features.cooperative_matrix;
+  const int64_t tile = coopmat ? 64 : 16 * tm;
   const GemmCode& code = gemm_code(tm);
   // 16-byte loads where an operand is row-major with every row and offset a multiple of 4 floats.
   const bool a_vec = K % 4 == 0 && a.strides()[2] == 1 && a.offset() % 4 == 0 && a.strides()[1] % 4 == 0 &&
@@ -226,7 +229,8 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
            "fn load_b4(i: u32) -> vec4<f32> {\n"
            "  return vec4<f32>(f32(b[4u * i]), f32(b[4u * i + 1u]), f32(b[4u * i + 2u]), f32(b[4u * i + 3u]));\n}\n"
            "fn load_bw(i: u32) -> u32 { return u32(b[i]); }\n";
-  const auto& pipe = dev.pipeline("matmul/gemm", {{"TM", std::to_string(tm)},
+  const auto& pipe = coopmat ? dev.pipeline("matmul/gemm_coopmat", {{"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))}})
+                              : dev.pipeline("matmul/gemm", {{"TM", std::to_string(tm)},
                                                   {"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))},
                                                   {"B_TYPE", b_type},
                                                   {"A_TYPE", a_vec ? "vec4<f32>" : "f32"},
@@ -242,13 +246,13 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   const uint32_t gx = u32((N + tile - 1) / tile, "N tiles"), gy = u32((M + tile - 1) / tile, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   // Unused bindings still need a buffer; any read-only one will do.
-  const webgpu::WGPUBuffer scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
-  const webgpu::WGPUBuffer bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
+  const wgtrain::detail::BufferHandle scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
+  const wgtrain::detail::BufferHandle bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
 
   // Split-K (split_k.h): only for single, bias-free products, whose partial tiles split_sum.wgsl adds (to what c
   // held, when accumulating).
   const auto [splits, chunk] = batch == 1 && !bias
-                                   ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software, 16)
+                                   ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software, coopmat ? 32 : 16)
                                    : SplitK{1, K};
   if (splits > 1) {
     const Tensor part = new_tensor(dev, {splits, M, N}, DType::F32);
@@ -344,6 +348,7 @@ void register_matmul_ops(Registry& r) {
   mm_s.inputs = {"self", "mat2"};
   mm_s.outputs = {"out"};
   mm_s.dtypes = {DType::F32};
+  mm_s.backends = {"webgpu", "native-vulkan"};
   mm_s.min_rank = mm_s.max_rank = 2;
   mm_s.constraints = {"self.size(1) == mat2.size(0)", "M*N < 2^32"};
   mm_s.run = [](Device&, const OpTensors& in, const OpArgs&) {
@@ -358,6 +363,7 @@ void register_matmul_ops(Registry& r) {
   bmm_s.inputs = {"self", "mat2"};
   bmm_s.outputs = {"out"};
   bmm_s.dtypes = {DType::F32};
+  bmm_s.backends = {"webgpu", "native-vulkan"};
   bmm_s.min_rank = bmm_s.max_rank = 3;
   bmm_s.constraints = {"equal batch sizes", "self.size(2) == mat2.size(1)"};
   bmm_s.run = [](Device&, const OpTensors& in, const OpArgs&) {
@@ -372,6 +378,7 @@ void register_matmul_ops(Registry& r) {
   lin.inputs = {"input", "weight", "bias?"};
   lin.outputs = {"out"};
   lin.dtypes = {DType::F32};
+  lin.backends = {"webgpu", "native-vulkan"};
   lin.min_rank = 1;
   lin.constraints = {"input.size(-1) == weight.size(1)", "bias, if given, has shape [weight.size(0)]"};
   lin.run = [](Device&, const OpTensors& in, const OpArgs&) {

@@ -268,7 +268,7 @@ void register_q4gsw_ops(Registry& r) {
   OpSchema f;
   f.name = "linear_q4gsw";
   f.family = "q4gsw";
-  f.backends = {"webgpu", "vulkan"};
+  f.backends = {"webgpu", "native-vulkan"};
   f.summary = "input[..., K] W^T, W = (code - 8) * scale per group of K";
   f.inputs = {"input", "weight", "scales"};
   f.args = kWeightArgs;
@@ -287,7 +287,7 @@ void register_q4gsw_ops(Registry& r) {
   OpSchema b;
   b.name = "linear_q4gsw_backward";
   b.family = "q4gsw";
-  b.backends = {"webgpu", "vulkan"};
+  b.backends = {"webgpu", "native-vulkan"};
   b.summary = "grad_output[..., N] W -> [..., K], dequantising on the fly";
   b.inputs = {"grad_output", "weight", "scales"};
   b.args = kWeightArgs;
@@ -306,7 +306,7 @@ void register_q4gsw_ops(Registry& r) {
   OpSchema d;
   d.name = "linear_dW";
   d.family = "q4gsw";
-  d.backends = {"webgpu", "vulkan"};
+  d.backends = {"webgpu", "native-vulkan"};
   d.summary = "grad_output[M, N]^T input[M, K] (+ grad) -> float32 [N, K]";
   d.inputs = {"grad_output", "input", "grad?"};
   d.outputs = {"out"};
@@ -326,7 +326,7 @@ void register_q4gsw_ops(Registry& r) {
   OpSchema q;
   q.name = "q4gsw_requant";
   q.family = "q4gsw";
-  q.backends = {"webgpu", "vulkan"};
+  q.backends = {"webgpu", "native-vulkan"};
   q.summary = "latent[N, K] -> codes clamp(round_half_even(latent / scale), -8, 7) + 8 (8 where scale is 0)";
   q.inputs = {"latent", "scales"};
   q.args = {{"group_size", "int", "", "k per scale (required)"},

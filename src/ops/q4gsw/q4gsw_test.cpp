@@ -153,15 +153,15 @@ INSTANTIATE_TEST_SUITE_P(Awkward, Q4Gemms,
 class Q4CoopMat : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
 
 TEST_P(Q4CoopMat, MatchReferenceWithinFp16) {
-  if (!test::vk_device().info().cooperative_matrix)
-    GTEST_SKIP() << test::vk_device().info().name << " offers no cooperative matrices";
+  if ((test::native_device(), !test::native_coopmat_offered()))
+    GTEST_SKIP() << test::native_device().info().name << " offers no cooperative matrices";
   const auto [M, N, K, G] = GetParam();
-  test::vk_device().ctx().coopmat = true;
+  test::native_device().impl().features.cooperative_matrix = true;
   check_q4_gemms<test::Vulkan>(M, N, K, G, std::ldexp(1.0, -10));
   test::Vulkan::set_split_k(1);
   check_q4_gemms<test::Vulkan>(M, N, K, G, std::ldexp(1.0, -10));
   test::Vulkan::set_split_k(0);
-  test::vk_device().ctx().coopmat = false;
+  test::native_device().impl().features.cooperative_matrix = false;
 }
 
 INSTANTIATE_TEST_SUITE_P(Awkward, Q4CoopMat, ::testing::ValuesIn(kQ4GemmShapes));

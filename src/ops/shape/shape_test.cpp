@@ -64,17 +64,10 @@ class FillOn : public ::testing::TestWithParam<std::string> {};
 TEST_P(FillOn, FillsEveryElementOfEveryDtype) {
   test::with_backend(GetParam(), [](auto b) {
     using B = decltype(b);
-    if constexpr (std::is_same_v<B, test::Vulkan>) {
-      for (float v : vk::ops::full(test::vk_device(), {1031}, -2.5).to_host_f32()) ASSERT_EQ(v, -2.5f);
-      for (int32_t v : vk::ops::full(test::vk_device(), {3, 5}, -7, DType::I32).to_host_i32()) ASSERT_EQ(v, -7);
-      for (int32_t v : vk::ops::full(test::vk_device(), {4}, 1, DType::Bool).to_host_i32()) ASSERT_EQ(v, 1);
-      EXPECT_THROW(vk::ops::full(test::vk_device(), {2}, 0.5, DType::I32), ArgumentError);
-    } else {
-      for (float v : ops::full(test::device(), {1031}, -2.5).to_host_f32()) ASSERT_EQ(v, -2.5f);
-      for (int32_t v : ops::full(test::device(), {3, 5}, -7, DType::I32).to_host_i32()) ASSERT_EQ(v, -7);
-      for (int32_t v : ops::full(test::device(), {4}, 1, DType::Bool).to_host_i32()) ASSERT_EQ(v, 1);
-      EXPECT_THROW(ops::full(test::device(), {2}, 0.5, DType::I32), ArgumentError);
-    }
+    for (float v : ops::full(B::device(), {1031}, -2.5).to_host_f32()) ASSERT_EQ(v, -2.5f);
+    for (int32_t v : ops::full(B::device(), {3, 5}, -7, DType::I32).to_host_i32()) ASSERT_EQ(v, -7);
+    for (int32_t v : ops::full(B::device(), {4}, 1, DType::Bool).to_host_i32()) ASSERT_EQ(v, 1);
+    EXPECT_THROW(ops::full(B::device(), {2}, 0.5, DType::I32), ArgumentError);
     // copy_ between two tensors of one size (a slice of an arena, here).
     const auto src = test::random_host({6});
     const auto dst = B::zeros({10});
