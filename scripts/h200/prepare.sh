@@ -6,6 +6,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 rm -rf .carry && mkdir -p .carry/deb
 cp build/wgtrain .carry/
+[ -n "${BEFORE:-}" ] && cp "$BEFORE" .carry/wgtrain_before
 [ "${WITH_TESTS:-1}" = 1 ] && cp build/wgtrain_tests .carry/
 [ -f build/wgtrain_bench ] && cp build/wgtrain_bench .carry/
 strip .carry/wgtrain*
