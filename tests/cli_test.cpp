@@ -65,6 +65,26 @@ TEST(Cli, BenchRunsAtSmallSizes) {
   EXPECT_NE(r.output.find("GB/s"), std::string::npos) << r.output;
 }
 
+TEST(Cli, EveryCommandTakesTheSameBackendNames) {
+  // The native backend runs the training kernels through the same op layer: run-op and bench on it.
+  const Result b = run("bench --quick --only requant --backend native-vulkan");
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_NE(b.output.find("native-vulkan"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("q4gsw_requant"), std::string::npos) << b.output;
+  // A command whose model needs ops the backend lacks is refused before any work, naming them.
+  const std::string dir = ::testing::TempDir() + "wgtrain_cli_native_train";
+  const Result t = run("train --backend native-vulkan --steps 1 --out '" + dir + "'");
+  EXPECT_NE(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("rms_norm"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("native-vulkan"), std::string::npos) << t.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint.safetensors"));
+  // The old, ambiguous name is refused with the two it could have meant.
+  const Result v = run("devices --backend vulkan");
+  EXPECT_NE(v.status, 0) << v.output;
+  EXPECT_NE(v.output.find("webgpu-vulkan"), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("native-vulkan"), std::string::npos) << v.output;
+}
+
 // A run that Ctrl-C stops: the signal lets the step in progress finish, a checkpoint is saved, the exit status is
 // 130, and --resume continues from there to the end.
 TEST(Cli, CtrlCSavesACheckpointAndResumeFinishesTheRun) {

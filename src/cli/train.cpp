@@ -269,7 +269,7 @@ int run_train(const TrainCliOptions& cli) {
   }
 
   DeviceOptions dopt;
-  dopt.backend = backend_for(cli.backend, "train", true);
+  dopt.backend = backend_for(cli.backend, finetune ? "finetune" : "train", true);
   Device device = Device::open(dopt);
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   Trainer trainer(device, o, [](const std::string& line) { std::printf("%s\n", line.c_str()); std::fflush(stdout); });
