@@ -6,7 +6,6 @@
 #include "gpu/device_impl.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
-#include "wgtrain/ops.h"
 
 namespace wgtrain {
 
@@ -229,9 +228,28 @@ std::vector<T> to_host_impl(const Tensor& t, DType want) {
     throw ArgumentError(std::string("to_host: the tensor is ") + dtype_name(t.dtype()) + ", not " + dtype_name(want));
   std::vector<T> out(static_cast<size_t>(t.numel()));
   if (out.empty()) return out;
-  const Tensor c = t.is_contiguous() ? t : ops::contiguous(t);
-  c.device_impl().read(c.storage()->buffer, static_cast<uint64_t>(c.offset()) * 4, out.size() * sizeof(T),
-                       out.data());
+  if (t.is_contiguous()) {
+    t.device_impl().read(t.storage()->buffer, static_cast<uint64_t>(t.offset()) * 4, out.size() * sizeof(T),
+                         out.data());
+    return out;
+  }
+  // A strided view: the span of storage it covers comes back whole and is gathered here, so reading any view needs
+  // no kernel (and works on a backend without the copy kernels). Views have non-negative strides.
+  int64_t span = 1;
+  for (int d = 0; d < t.rank(); ++d) span += (t.shape()[d] - 1) * t.strides()[d];
+  std::vector<T> raw(static_cast<size_t>(span));
+  t.device_impl().read(t.storage()->buffer, static_cast<uint64_t>(t.offset()) * 4, raw.size() * sizeof(T),
+                       raw.data());
+  std::vector<int64_t> idx(static_cast<size_t>(t.rank()), 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t at = 0;
+    for (int d = 0; d < t.rank(); ++d) at += idx[d] * t.strides()[d];
+    out[i] = raw[static_cast<size_t>(at)];
+    for (int d = t.rank() - 1; d >= 0; --d) {
+      if (++idx[d] < t.shape()[d]) break;
+      idx[d] = 0;
+    }
+  }
   return out;
 }
 }  // namespace

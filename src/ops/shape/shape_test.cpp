@@ -77,6 +77,25 @@ TEST_P(FillOn, FillsEveryElementOfEveryDtype) {
   });
 }
 
+// Reading a strided view back gathers it on the host: no kernel, so it works on a backend without the copy kernels.
+TEST_P(FillOn, StridedViewsReadBackAsTheyIndex) {
+  test::with_backend(GetParam(), [](auto b) {
+    using B = decltype(b);
+    const auto h = test::random_host({5, 7, 3});
+    const auto t = B::upload(h);
+    const auto at = [&](int64_t i, int64_t j, int64_t k) { return static_cast<float>(h.data[(i * 7 + j) * 3 + k]); };
+    const auto p = t.permute({2, 0, 1}).slice(2, 1, 7, 2);  // [3, 5, 3]: k, i, j = 1 + 2 m
+    const auto got = p.to_host_f32();
+    ASSERT_EQ(got.size(), 45u);
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t i = 0; i < 5; ++i)
+        for (int64_t m = 0; m < 3; ++m) ASSERT_EQ(got[(k * 5 + i) * 3 + m], at(i, 1 + 2 * m, k)) << k << i << m;
+    const auto e = t.slice(0, 4, 5).expand({3, 7, 3}).to_host_f32();  // a broadcast (stride 0) view
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t j = 0; j < 21; ++j) ASSERT_EQ(e[r * 21 + j], at(4, j / 3, j % 3));
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, FillOn, ::testing::ValuesIn(test::kBackends));
 
 TEST(Fill, InPlaceOnAContiguousViewOnly) {
