@@ -80,5 +80,30 @@ TEST(KernelTemplate, ValuesMustBeAmongThoseDeclared) {
   }
 }
 
+// Every kernel names its variant fields in its header (@variant), and uses each it names: `wgtrain kernels` lists
+// them, and a value outside a declared set is refused.
+TEST(KernelTemplate, EveryKernelDeclaresItsVariantFields) {
+  for (const auto& k : detail::embedded_kernels()) {
+    SCOPED_TRACE(k.name);
+    if (detail::kernel_is_include(k.name)) continue;
+    for (const auto& f : detail::kernel_fields(k.name)) {
+      EXPECT_TRUE(f.declared) << "{{" << f.key << "}} has no @variant line in " << k.name << ".wgsl";
+      EXPECT_TRUE(f.used) << "@variant " << f.key << " is not used by " << k.name << ".wgsl";
+      EXPECT_FALSE(f.meaning.empty()) << "@variant " << f.key << " says nothing";
+    }
+  }
+}
+
+TEST(KernelTemplate, TheGemmAndFusedCeKernelsAreWholeFiles) {
+  // What used to be C++ strings spliced in (the unrolled bodies, accessors, passes) is in the files: their only
+  // fields are small values.
+  for (const char* name : {"matmul/gemm", "fused_ce/rows"})
+    for (const auto& f : detail::kernel_fields(name)) {
+      SCOPED_TRACE(std::string(name) + " " + f.key);
+      EXPECT_FALSE(f.values.empty()) << "an open-ended field";
+      for (const auto& v : f.values) EXPECT_LE(v.size(), 10u);
+    }
+}
+
 }  // namespace
 }  // namespace wgtrain
