@@ -28,6 +28,7 @@ string(APPEND body "std::span<const uint32_t> spirv(std::string_view name) {\n")
 string(APPEND body "  for (const auto& m : kModules)\n    if (name == m.name) return {m.words, m.count};\n")
 string(APPEND body "  throw Error(\"no embedded SPIR-V kernel named '\" + std::string(name) + \"'\");\n}\n\n")
 string(APPEND body "}  // namespace wgtrain::vk::detail\n")
+include("${CMAKE_CURRENT_LIST_DIR}/spirv_listing.cmake")  # the module table of `wgtrain kernels`
 if(EXISTS "${OUTPUT}")
   file(READ "${OUTPUT}" old)
   if(old STREQUAL body)

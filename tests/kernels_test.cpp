@@ -105,5 +105,119 @@ TEST(KernelTemplate, TheGemmAndFusedCeKernelsAreWholeFiles) {
     }
 }
 
+TEST(KernelDump, FileNamesNameKernelAndVariant) {
+  EXPECT_EQ(detail::kernel_dump_file_name("matmul/gemm", {{"A_TYPE", "vec4<f32>"}, {"TM", "8"}}),
+            "matmul.gemm.A_TYPE-vec4_f32.TM-8.wgsl");
+  // Expressions keep what they can, and a hash keeps their names apart.
+  const std::string a = detail::kernel_dump_file_name("elementwise/map", {{"EXPR", "x0 + x1"}});
+  const std::string b = detail::kernel_dump_file_name("elementwise/map", {{"EXPR", "x0 * x1"}});
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.rfind("elementwise.map.EXPR-x0plusx1.h", 0), 0u) << a;
+  EXPECT_EQ(detail::kernel_dump_file_name("elementwise/map", {{"EXPR", "bool_word(x0 < x1)"}}).rfind(
+                "elementwise.map.EXPR-bool_word_x0ltx1.h", 0),
+            0u);
+  EXPECT_EQ(std::string(a.substr(a.size() - 5)), ".wgsl");
+}
+
+struct DumpDir {
+  fs::path path = fs::temp_directory_path() / ("wgtrain_kernel_dump_" + std::to_string(::getpid()));
+  DumpDir() {
+    fs::remove_all(path);
+    detail::set_kernel_dump_dir(path.string());
+  }
+  ~DumpDir() {
+    detail::set_kernel_dump_dir("");
+    fs::remove_all(path);
+  }
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(KernelDump, HoldsTheGemmVariantsARunCompiledAsTheDeviceBuiltThem) {
+  DumpDir dir;
+  // A device of its own, so that its pipeline cache starts empty and every variant is compiled (and dumped) here.
+  DeviceOptions opt;
+  opt.poison = true;
+  Device dev = Device::open(opt);
+  auto up = [&](const ref::HostTensor& h) {
+    return Tensor::from_host(dev, h.shape, std::vector<float>(h.data.begin(), h.data.end()));
+  };
+  const auto host = [](const Shape& s) { return test::random_host(s); };
+  const Tensor a = up(host({130, 136})), b = up(host({136, 132}));
+  ops::mm(a, b);                                                    // TM 8, A and B as vec4s
+  ops::mm(ops::contiguous(a.transpose(0, 1)).transpose(0, 1), b);   // A through a strided view
+  ops::mm(up(host({3, 5})), up(host({5, 7})));                      // TM 4, nothing as vec4s
+  ops::fused_ce(up(host({3, 40})), Tensor::from_host(dev, {3}, std::vector<int32_t>{1, -1, 39}));
+  dev.synchronize();
+
+  const std::vector<std::string> files = detail::dumped_kernel_files();
+  const std::set<std::string> on_disk = [&] {
+    std::set<std::string> s;
+    for (const auto& e : fs::directory_iterator(dir.path)) s.insert(e.path().filename().string());
+    return s;
+  }();
+  EXPECT_EQ(std::set<std::string>(files.begin(), files.end()), on_disk);
+
+  // The variants, by name, holding exactly what the template renders for them.
+  auto expect_variant = [&](const std::string& kernel, const KernelDefs& defs) {
+    const std::string name = detail::kernel_dump_file_name(kernel, defs);
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(on_disk.count(name));
+    EXPECT_EQ(read_file(dir.path / name), render_kernel(kernel, detail::kernel_source(kernel), defs));
+  };
+  expect_variant("matmul/gemm", {{"A_TYPE", "vec4<f32>"}, {"A_VEC", "true"}, {"B_MODE", "0"},
+                                 {"B_TYPE", "vec4<f32>"}, {"B_VEC", "true"}, {"TM", "8"}});
+  expect_variant("matmul/gemm", {{"A_TYPE", "f32"}, {"A_VEC", "false"}, {"B_MODE", "0"},
+                                 {"B_TYPE", "vec4<f32>"}, {"B_VEC", "true"}, {"TM", "8"}});
+  expect_variant("matmul/gemm", {{"A_TYPE", "f32"}, {"A_VEC", "false"}, {"B_MODE", "0"}, {"B_TYPE", "f32"},
+                                 {"B_VEC", "false"}, {"TM", "4"}});
+  int rows = 0;
+  for (const auto& f : on_disk) rows += f.rfind("fused_ce.rows.", 0) == 0;
+  EXPECT_EQ(rows, 1);
+
+  // Each file compiles as it stands (the text the device was given; no placeholder left).
+  for (const auto& f : on_disk) {
+    SCOPED_TRACE(f);
+    const std::string text = read_file(dir.path / f);
+    EXPECT_EQ(text.find("{{"), std::string::npos);
+    try {
+      const detail::Pipeline built = dev.impl().build_pipeline("dumped " + f, text);
+      dev.impl().api.BindGroupLayoutRelease(built.layout);
+      dev.impl().api.ComputePipelineRelease(built.pipeline);
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+
+  // Compiled once per variant: a second device adds no files and rewrites none.
+  const auto before = fs::last_write_time(dir.path / *on_disk.begin());
+  Device dev2 = Device::open(opt);
+  ops::mm(Tensor::from_host(dev2, {3, 5}, std::vector<float>(15, 1.0f)),
+          Tensor::from_host(dev2, {5, 7}, std::vector<float>(35, 1.0f)));
+  dev2.synchronize();
+  EXPECT_EQ(detail::dumped_kernel_files(), files);
+  EXPECT_EQ(fs::last_write_time(dir.path / *on_disk.begin()), before);
+}
+
+TEST(KernelDump, AnUnwritableDirectoryIsAnErrorBeforeAnyWork) {
+  EXPECT_THROW(detail::set_kernel_dump_dir("/proc/wgtrain-no-such-dir"), Error);
+  const fs::path file = fs::temp_directory_path() / ("wgtrain_kernel_dump_file_" + std::to_string(::getpid()));
+  std::ofstream(file) << "x";
+  try {
+    detail::set_kernel_dump_dir(file.string());
+    ADD_FAILURE() << "a file passed as the dump directory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a directory"), std::string::npos) << e.what();
+  }
+  fs::remove(file);
+  detail::set_kernel_dump_dir("");
+  EXPECT_EQ(detail::kernel_dump_dir(), "");
+}
+
 }  // namespace
 }  // namespace wgtrain

@@ -490,6 +490,7 @@ const Pipeline& DeviceImpl::pipeline(const std::string& kernel, const KernelDefs
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
 
   const std::string source = render_kernel(kernel, kernel_source(kernel), defs);
+  note_compiled_kernel(kernel, key.defs, source);  // WGTRAIN_DUMP_KERNELS (gpu/kernels.h)
   std::string label = kernel;
   for (const auto& [k, v] : key.defs) label += " " + k + "=" + v;
   Pipeline p = build_pipeline(label, source);

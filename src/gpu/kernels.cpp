@@ -1,7 +1,18 @@
 #include "gpu/kernels.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <optional>
+#include <set>
 
 #include "wgtrain/error.h"
 
@@ -217,6 +228,178 @@ std::vector<KernelField> kernel_fields(std::string_view name) {
 
 bool kernel_is_include(std::string_view name) {
   return kernel_source(name).find("@compute") == std::string_view::npos;
+}
+
+// ---- the kernel dump ------------------------------------------------------------------------------------------
+
+namespace {
+
+struct DumpState {
+  std::mutex mu;
+  bool initialised = false;  // the directory was set, or the environment read
+  std::string dir;
+  std::set<std::string> written;  // files written by this process
+};
+
+DumpState& dump_state() {
+  static DumpState s;
+  return s;
+}
+
+// Creates `dir` if needed and proves it writable with a probe file. Throws Error, one line.
+void prepare_dump_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw Error("kernel dump directory '" + dir + "' is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create the kernel dump directory '" + dir + "': " + ec.message());
+  const std::string probe = dir + "/.wgtrain-probe-" + std::to_string(::getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  if (!f) throw Error("cannot write to the kernel dump directory '" + dir + "': " + std::strerror(errno));
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+void set_locked(DumpState& s, const std::string& dir) {
+  if (!dir.empty()) prepare_dump_dir(dir);
+  s.dir = dir;
+  s.initialised = true;
+  s.written.clear();
+}
+
+void init_locked(DumpState& s) {
+  if (s.initialised) return;
+  const char* env = std::getenv(kDumpKernelsEnv);
+  const std::string dir = env ? env : "";
+  try {
+    set_locked(s, dir);
+  } catch (const Error& e) {
+    throw Error(std::string(kDumpKernelsEnv) + "=" + dir + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+void set_kernel_dump_dir(const std::string& dir) {
+  DumpState& s = dump_state();
+  std::lock_guard lock(s.mu);
+  set_locked(s, dir);
+}
+
+void init_kernel_dump_from_env() {
+  DumpState& s = dump_state();
+  std::lock_guard lock(s.mu);
+  init_locked(s);
+}
+
+std::string kernel_dump_dir() {
+  DumpState& s = dump_state();
+  std::lock_guard lock(s.mu);
+  init_locked(s);
+  return s.dir;
+}
+
+std::vector<std::string> dumped_kernel_files() {
+  DumpState& s = dump_state();
+  std::lock_guard lock(s.mu);
+  return {s.written.begin(), s.written.end()};
+}
+
+std::string kernel_dump_file_name(std::string_view kernel, const KernelDefs& defs) {
+  std::string name;
+  bool lossy = false;
+  // Characters safe in file names stay; a type's brackets go (vec4<f32>: vec4_f32); an expression's operators
+  // become words (x0 < x1: x0ltx1), which loses the distinction between some texts: a hash then tells them apart.
+  auto put = [&](std::string_view text, bool type_like, bool path = false) {
+    for (char ch : text) {
+      if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+          ch == '-' || ch == '.') {
+        name += ch;
+        continue;
+      }
+      if (path && ch == '/') {
+        name += '.';
+        continue;
+      }
+      if (type_like) {
+        if (ch == '<' || ch == ',') name += '_';
+        continue;
+      }
+      lossy = true;
+      switch (ch) {
+        case '<': name += "lt"; break;
+        case '>': name += "gt"; break;
+        case '=': name += "eq"; break;
+        case '!': name += "not"; break;
+        case '+': name += "plus"; break;
+        case '*': name += "times"; break;
+        case '/': name += "over"; break;
+        case '&': name += "and"; break;
+        case '|': name += "or"; break;
+        case '(': case ',': name += '_'; break;
+        default: break;  // blanks, ')' and the rest
+      }
+    }
+  };
+  // A type name: letters, digits and _ with <, > and ", " (vec4<f32>, array<u32, 4>).
+  auto is_type = [](std::string_view v) {
+    return !v.empty() && v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_<>, ") ==
+                             std::string_view::npos && v.find('<') != std::string_view::npos;
+  };
+  put(kernel, false, true);
+  for (const auto& [k, v] : defs) {
+    name += '.';
+    put(k, false);
+    name += '-';
+    put(v, is_type(v));
+  }
+  if (lossy || name.size() > 200) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the whole variant
+    auto mix = [&](std::string_view text) {
+      for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+      h = (h ^ 0xffu) * 1099511628211ull;  // a separator no text holds
+    };
+    mix(kernel);
+    for (const auto& [k, v] : defs) {
+      mix(k);
+      mix(v);
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
+    if (name.size() > 150) name.resize(150);
+    name += ".h";
+    name += hex;
+  }
+  return name + ".wgsl";
+}
+
+void note_compiled_kernel(std::string_view kernel, const KernelDefs& defs, std::string_view source) {
+  DumpState& s = dump_state();
+  std::lock_guard lock(s.mu);
+  init_locked(s);
+  if (s.dir.empty()) return;
+  const std::string file = kernel_dump_file_name(kernel, defs);
+  if (s.written.count(file)) return;
+  // Through a temporary and a rename, so that a reader (or a second process dumping the same variant) never sees a
+  // half-written file.
+  const std::string path = s.dir + "/" + file;
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(source.data(), static_cast<std::streamsize>(source.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw Error("cannot write the kernel dump file '" + path + "'");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error("cannot write the kernel dump file '" + path + "': " + why);
+  }
+  s.written.insert(file);
 }
 
 }  // namespace wgtrain::detail
