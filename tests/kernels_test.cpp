@@ -219,5 +219,83 @@ TEST(KernelDump, AnUnwritableDirectoryIsAnErrorBeforeAnyWork) {
   EXPECT_EQ(detail::kernel_dump_dir(), "");
 }
 
+// ---- the CLI ----------------------------------------------------------------------------------------------------
+
+struct CliRun {
+  int status;
+  std::string output;
+};
+
+CliRun run_cli(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " '" + WGTRAIN_CLI_PATH + "' " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t k;
+  while ((k = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), k);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST(KernelsCli, ListsTheWgslKernelsAndTheSpirvModulesWithTheirFields) {
+  const CliRun r = run_cli("kernels");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("matmul/gemm "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("TM{4|8}"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CHUNKS{0|1|2|3|4|5|6|7|8}"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("matmul/gemm_tm8_b0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("-DTM=8 -DB_MODE=0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("IN_PLACE:bool=false"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("undeclared"), std::string::npos) << r.output;
+  const CliRun v = run_cli("kernels -v");
+  ASSERT_EQ(v.status, 0) << v.output;
+  EXPECT_NE(v.output.find("outputs per thread per side"), std::string::npos) << v.output;
+}
+
+TEST(KernelsCli, ABadDumpDirectoryIsAOneLineErrorBeforeAnyWork) {
+  for (const auto& [args, env] :
+       {std::pair<std::string, std::string>{"kernels --dump /proc/wgtrain-nope", ""},
+        {"ops", "WGTRAIN_DUMP_KERNELS=/proc/wgtrain-nope"}}) {
+    SCOPED_TRACE(args + " " + env);
+    const CliRun r = run_cli(args, env);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_EQ(r.output.rfind("wgtrain: ", 0), 0u) << r.output;
+    EXPECT_NE(r.output.find("/proc/wgtrain-nope"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "more than one line: " << r.output;
+  }
+}
+
+TEST(KernelsCli, AnyCommandDumpsThroughTheEnvironment) {
+  const fs::path dir = fs::temp_directory_path() / ("wgtrain_kernel_env_dump_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const fs::path in = dir.string() + ".in.safetensors", out = dir.string() + ".out.safetensors";
+  {
+    // mm of a [3, 4] and a [4, 5] through run-op.
+    safetensors::Contents c;
+    for (const auto& [name, shape] : {std::pair<std::string, Shape>{"self", {3, 4}}, {"mat2", {4, 5}}}) {
+      safetensors::Array x;
+      x.dtype = "F32";
+      x.shape = shape;
+      const std::vector<float> v(static_cast<size_t>(numel(shape)), 0.5f);
+      x.bytes.resize(v.size() * 4);
+      std::memcpy(x.bytes.data(), v.data(), x.bytes.size());
+      c.tensors[name] = x;
+    }
+    safetensors::save(in.string(), c);
+  }
+  const CliRun r = run_cli("run-op mm --in '" + in.string() + "' --out '" + out.string() + "'",
+                        "WGTRAIN_DUMP_KERNELS='" + dir.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir / detail::kernel_dump_file_name("matmul/gemm", {{"A_TYPE", "vec4<f32>"},
+                                                                              {"A_VEC", "true"},
+                                                                              {"B_MODE", "0"},
+                                                                              {"B_TYPE", "f32"},
+                                                                              {"B_VEC", "false"},
+                                                                              {"TM", "4"}})));
+  fs::remove_all(dir);
+  fs::remove(in);
+  fs::remove(out);
+}
+
 }  // namespace
 }  // namespace wgtrain
