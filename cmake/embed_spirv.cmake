@@ -31,6 +31,7 @@ string(APPEND body "  for (const auto& m : kModules)\n    if (name == m.name) re
 string(APPEND body "  throw Error(\"no embedded SPIR-V kernel named '\" + std::string(name) + \"'\");\n}\n\n")
 string(APPEND body "std::span<const SpirvVariant> spirv_variants() {\n  static const SpirvVariant kVariants[] = {\n${VARIANTS}  };\n  return kVariants;\n}\n\n")
 string(APPEND body "}  // namespace wgtrain::detail\n")
+include("${CMAKE_CURRENT_LIST_DIR}/spirv_listing.cmake")  # the module table of `wgtrain kernels`
 if(EXISTS "${OUTPUT}")
   file(READ "${OUTPUT}" old)
   if(old STREQUAL body)

@@ -12,11 +12,13 @@
 #include "cli/backend.h"
 #include "cli/bench.h"
 #include "cli/checks.h"
+#include "cli/kernels.h"
 #include "cli/tokenize.h"
 #include "cli/model.h"
 #include "cli/train.h"
 #include "gpu/dawn.h"
 #include "gpu/features.h"
+#include "gpu/kernels.h"
 #include "gpu/webgpu_abi.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
@@ -188,6 +190,9 @@ int main(int argc, char** argv) {
   runop->add_option("--out", out_path, "safetensors file to write the outputs to")->required();
   runop->add_option("--arg", op_args, "an argument key=value (repeatable)");
   runop->add_option("--backend", backend, cli::backend_help());
+
+  cli::KernelsCliOptions kernels_opt;
+  auto* kernels = cli::add_kernels_command(app, kernels_opt);
 
   cli::BenchOptions bench_opt;
   auto* bench = app.add_subcommand("bench", "time each kernel at training sizes: GFLOP/s, GB/s");
@@ -394,6 +399,9 @@ int main(int argc, char** argv) {
       if (opt->count() > 0)
         for (const auto& name : opt->get_lnames()) options->given.insert(name);
   try {
+    // WGTRAIN_DUMP_KERNELS=DIR: every command writes the kernels it compiles there; a bad DIR fails here, before any
+    // work (kernels --dump names its own directory).
+    if (!(*kernels && !kernels_opt.dump_dir.empty())) detail::init_kernel_dump_from_env();
     if (*devices) return cmd_devices(backend);
     if (*ops) return cmd_ops(verbose);
     if (*runop) return cmd_run_op(op_name, in_path, out_path, op_args, backend);
@@ -404,6 +412,7 @@ int main(int argc, char** argv) {
     if (*train) return cli::run_train(train_opt);
     if (*generate) return cli::run_generate(gen_opt);
     if (*tokenize) return cli::run_tokenize(tokenize_opt);
+    if (*kernels) return cli::run_kernels(kernels_opt);
     if (*exporter) return cli::run_export(export_opt);
     if (*fuser) return cli::run_fuse(fuse_opt);
     if (*finetune) {

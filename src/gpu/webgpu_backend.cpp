@@ -338,6 +338,7 @@ const Pipeline& WebGpuBackend::pipeline(const std::string& kernel, const KernelD
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second.pipeline;
   if (!has_kernel(kernel)) throw UnsupportedError("the WebGPU backend has no kernel '" + kernel + "'");
   const std::string source = render_kernel(kernel, kernel_source(kernel), defs);
+  note_compiled_kernel(kernel, key.second, source);  // WGTRAIN_DUMP_KERNELS (gpu/kernels.h)
   std::string label = kernel;
   for (const auto& [k, v] : key.second) label += " " + k + "=" + v;
   Pipeline p = build_pipeline(label, source);

@@ -9,6 +9,9 @@
 // over the segments' starts. The scalars that change from step to step are not uniforms but `step_scalars`, which
 // the host rewrites before each step, so a recorded dispatch replays: -lr / bc1, sqrt(bc2), then each segment's
 // decay factor 1 - lr * weight_decay. Variant: VEC (1, or 4 when every length and offset is a multiple of 4).
+//
+// @variant VEC {1|4} elements a thread takes: 4 where every length and offset is a multiple of 4
+// @variant T {f32|vec4<f32>} the element type: vec4<f32> exactly when VEC is 4
 
 const WG: u32 = 256u;
 const VEC: u32 = {{VEC}}u;

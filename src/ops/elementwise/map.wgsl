@@ -4,6 +4,13 @@
 // p.fscalar / p.iscalar), which handlers take from typed tables in elementwise.cpp and select.cpp. Operands a map
 // does not use are still bound (to operand 0's buffer) and loaded only when p.flags says they exist.
 // Bool tensors are u32 words holding 0 or 1.
+//
+// (Element types: bool is u32; the vec4 forms where every operand is dense and 16-byte aligned.)
+// @variant T0 {f32|i32|u32|vec4<f32>|vec4<i32>|vec4<u32>} operand 0's element type
+// @variant T1 {f32|i32|u32|vec4<f32>|vec4<i32>|vec4<u32>} operand 1's (operand 0's where there is none)
+// @variant T2 {f32|i32|u32|vec4<f32>|vec4<i32>|vec4<u32>} operand 2's (operand 0's where there is none)
+// @variant TOUT {f32|i32|u32|vec4<f32>|vec4<i32>|vec4<u32>} the output's
+// @variant EXPR {*} one output element: a WGSL expression over x0, x1, x2, p.fscalar and p.iscalar
 
 {{>common/strided}}
 {{>common/math}}

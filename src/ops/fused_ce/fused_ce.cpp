@@ -2,6 +2,7 @@
 // (count.wgsl, rows.wgsl, finish.wgsl) that never write the probabilities.
 #include "wgtrain/fused_ce.h"
 
+#include <array>
 #include <string>
 #include <utility>
 
@@ -26,36 +27,28 @@ struct alignas(16) FinishParams {
   uint32_t rows, loss_off, pad0, pad1;
 };
 
-// The two passes of rows.wgsl. Streaming: any V, the row read twice. Cached: each thread holds its `chunks` values
-// (x0, x1, ...) in registers between the passes, so the logits are read once; written out in full since a private
-// array indexed by a loop counter may not stay in registers.
-std::pair<std::string, std::string> row_passes(int chunks) {
-  if (chunks == 0)
-    return {"  var m = LOWEST;\n"
-            "  var s = 0.0;\n"
-            "  for (var j = t; j < p.vocab; j = j + WG) {\n"
-            "    let x = logits[base + j];\n"
-            "    let mx = max(m, hmax(x));\n"
-            "    s = s * exp(m - mx) + hsum(exp(x - mx));\n"
-            "    m = mx;\n"
-            "  }\n",
-            "  for (var j = t; j < p.vocab; j = j + WG) {\n"
-            "    let x = logits[base + j];\n"
-            "    store_d(out_base + j, exp(x - row_max) * scale - onehot(j, u32(label)) * inv_n);\n"
-            "  }\n"};
-  std::string p1 = "  var m = LOWEST;\n  var s = 0.0;\n", p2;
-  for (int c = 0; c < chunks; ++c) {
-    const std::string i = std::to_string(c), j = "j" + i, x = "x" + i;
-    p1 += "  let " + j + " = t + " + i + "u * WG;\n  var " + x + " = T(LOWEST);\n  if (" + j + " < p.vocab) { " + x +
-          " = logits[base + " + j + "]; }\n  m = max(m, hmax(" + x + "));\n";
-  }
-  for (int c = 0; c < chunks; ++c) {
-    const std::string i = std::to_string(c);
-    p1 += "  if (j" + i + " < p.vocab) { s = s + hsum(exp(x" + i + " - m)); }\n";
-    p2 += "  if (j" + i + " < p.vocab) { store_d(out_base + j" + i + ", exp(x" + i +
-          " - row_max) * scale - onehot(j" + i + ", u32(label)) * inv_n); }\n";
-  }
-  return {p1, p2};
+// The variant of rows.wgsl for these fields (its @variant lines say what each one means). The 72 variants are built
+// once, each sorted by key as the pipeline cache keeps them: a call only looks its variant up.
+const wgtrain::detail::KernelDefs& rows_variant(int64_t wg, bool vec4, bool in_place, int chunks) {
+  constexpr int kMaxChunks = 8;
+  auto index = [](bool wide, bool vec4_, bool in_place_, int chunks_) {
+    return static_cast<size_t>(((wide ? 4 : 0) + (vec4_ ? 2 : 0) + (in_place_ ? 1 : 0)) * (kMaxChunks + 1) + chunks_);
+  };
+  static const auto table = [&] {
+    std::array<wgtrain::detail::KernelDefs, 8 * (kMaxChunks + 1)> t;
+    for (bool wide : {false, true})
+      for (bool v : {false, true})
+        for (bool ip : {false, true})
+          for (int c = 0; c <= kMaxChunks; ++c)
+            t[index(wide, v, ip, c)] = {{"CHUNKS", std::to_string(c)},
+                                        {"IN_PLACE", ip ? "true" : "false"},
+                                        {"VEC4", v ? "true" : "false"},
+                                        {"WG", wide ? "1024" : "256"}};
+    return t;
+  }();
+  if (chunks < 0 || chunks > kMaxChunks)
+    throw Error("fused_ce: no variant keeps " + std::to_string(chunks) + " chunks in registers");
+  return table[index(wg == 1024, vec4, in_place, chunks)];
 }
 
 }  // namespace
@@ -106,36 +99,13 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
                u32(y.offset(), "offset"), u32(out.dlogits.offset() / unit, "offset"), dev.index_check_bit("fused_ce"),
                0, 0};
   u32(rows * vocab, "logits elements");
-  const char* helpers =
-      vec4 ? "const LANES: u32 = 4u;\n"
-             "fn hmax(v: T) -> f32 { return max(max(v.x, v.y), max(v.z, v.w)); }\n"
-             "fn hsum(v: T) -> f32 { return (v.x + v.y) + (v.z + v.w); }\n"
-             "fn lane(v: T, i: u32) -> f32 { return v[i]; }\n"
-             "fn onehot(j: u32, label: u32) -> T {\n"
-             "  return select(vec4<f32>(0.0), vec4<f32>(1.0),\n"
-             "                vec4<u32>(4u * j) + vec4<u32>(0u, 1u, 2u, 3u) == vec4<u32>(label));\n"
-             "}\n"
-           : "const LANES: u32 = 1u;\n"
-             "fn hmax(v: T) -> f32 { return v; }\n"
-             "fn hsum(v: T) -> f32 { return v; }\n"
-             "fn lane(v: T, i: u32) -> f32 { return v; }\n"
-             "fn onehot(j: u32, label: u32) -> T { return select(0.0, 1.0, j == label); }\n";
-  const std::string dlogits_decl =
-      in_place ? "fn store_d(i: u32, v: T) { logits[i] = v; }"
-               : "@group(0) @binding(6) var<storage, read_write> dlogits: array<T>;\n"
-                 "fn store_d(i: u32, v: T) { dlogits[i] = v; }";
   const bool wide = dev.limits.max_invocations_per_workgroup >= 1024 && dev.limits.max_workgroup_size_x >= 1024;
   const int64_t wg = wide ? 1024 : 256;
+  // A row of at most 8 elements (of T) per thread is kept in registers between the passes (read once); a longer
+  // one streams (read twice).
   const int64_t per_thread = (vocab / unit + wg - 1) / wg;
-  const auto [pass1, pass2] = row_passes(per_thread <= 8 ? static_cast<int>(per_thread) : 0);
-  const wgtrain::detail::KernelDefs defs = {{"LOGITS_ACCESS", in_place ? "read_write" : "read"},
-                                            {"WG", std::to_string(wg)},
-                                            {"PASS1", pass1},
-                                            {"PASS2", pass2},
-                                            {"T", vec4 ? "vec4<f32>" : "f32"},
-                                            {"VEC_HELPERS", helpers},
-                                            {"DLOGITS_DECL", dlogits_decl}};
-  const auto& rows_pipe = dev.pipeline("fused_ce/rows", defs);
+  const int chunks = per_thread <= 8 ? static_cast<int>(per_thread) : 0;
+  const auto& rows_pipe = dev.pipeline("fused_ce/rows", rows_variant(wg, vec4, in_place, chunks));
   const auto [gx, gy] = dev.grid(static_cast<uint64_t>(rows));
   std::vector<wgtrain::detail::Binding> bindings = {{x.storage()->buffer},       {y.storage()->buffer},
                                    {stats.storage()->buffer},   {row_loss.storage()->buffer},

@@ -2,14 +2,21 @@
 // Pass 1 keeps a running (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
 //   dlogits = (exp(x - max) / sum - onehot(label)) / n_valid
 // (0 for an ignored row, label < 0, and everywhere when n_valid is 0), and the row's loss log(sum) + max - x[label]. Probabilities are never stored.
-// Every exponent is <= 0, so logits of any magnitude are safe. Variants: dlogits over the logits buffer (each
-// element is read, then written, by the same thread), and T = vec4<f32> when V and the offsets are multiples of 4
-// (then p.vocab and the offsets count vec4s, and VEC_HELPERS reduce across the 4 lanes). PASS1 and PASS2 either
-// stream the row from memory twice, or, where the row fits in a few registers per thread, keep it there so that
-// the logits are read once (fused_ce.cpp writes both forms).
+// Every exponent is <= 0, so logits of any magnitude are safe. The two passes either stream the row from memory
+// twice (CHUNKS = 0: any V), or, where the row fits in a few registers per thread (CHUNKS = ceil(V / WG) <= 8, in
+// units of T), keep each thread's CHUNKS values in a private array between the passes, so that the logits are
+// read once: its loops have the constant trip count CHUNKS, so the GPU compiler unrolls them and the array stays
+// in registers.
+//
+// Variants (fused_ce.cpp fills them in; `wgtrain kernels` lists them):
+// @variant WG {256|1024} threads a row: 1024 where the device allows (fewer rows in flight: each stays in cache)
+// @variant VEC4 {true|false} T = vec4<f32> where V and the offsets are multiples of 4 (then p.vocab counts vec4s)
+// @variant IN_PLACE {true|false} dlogits over the logits buffer (each element read, then written, by the same thread)
+// @variant CHUNKS {0|1|2|3|4|5|6|7|8} elements (of T) each thread keeps in registers between the passes; 0: stream
 
-const WG: u32 = {{WG}}u;  // 1024 where the device allows: fewer rows in flight keep each row in cache for pass 2
+const WG: u32 = {{WG}}u;
 const SEG: u32 = WG;       // one row per workgroup
+const CHUNKS: u32 = {{CHUNKS}}u;
 
 {{>common/rowstats}}
 
@@ -25,15 +32,45 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-alias T = {{T}};
 
-@group(0) @binding(1) var<storage, {{LOGITS_ACCESS}}> logits: array<T>;
+// The element type, and the reductions across its lanes.
+{{#VEC4}}
+alias T = vec4<f32>;
+const LANES: u32 = 4u;
+fn hmax(v: T) -> f32 { return max(max(v.x, v.y), max(v.z, v.w)); }
+fn hsum(v: T) -> f32 { return (v.x + v.y) + (v.z + v.w); }
+fn lane(v: T, i: u32) -> f32 { return v[i]; }
+fn onehot(j: u32, label: u32) -> T {
+  return select(vec4<f32>(0.0), vec4<f32>(1.0),
+                vec4<u32>(4u * j) + vec4<u32>(0u, 1u, 2u, 3u) == vec4<u32>(label));
+}
+{{/VEC4}}
+{{^VEC4}}
+alias T = f32;
+const LANES: u32 = 1u;
+fn hmax(v: T) -> f32 { return v; }
+fn hsum(v: T) -> f32 { return v; }
+fn lane(v: T, i: u32) -> f32 { return v; }
+fn onehot(j: u32, label: u32) -> T { return select(0.0, 1.0, j == label); }
+{{/VEC4}}
+
+{{#IN_PLACE}}
+@group(0) @binding(1) var<storage, read_write> logits: array<T>;
+{{/IN_PLACE}}
+{{^IN_PLACE}}
+@group(0) @binding(1) var<storage, read> logits: array<T>;
+{{/IN_PLACE}}
 @group(0) @binding(2) var<storage, read> labels: array<i32>;
 @group(0) @binding(3) var<storage, read> stats: array<f32>;
 @group(0) @binding(4) var<storage, read_write> row_loss: array<f32>;
 @group(0) @binding(5) var<storage, read_write> index_error: array<atomic<u32>>;
-{{DLOGITS_DECL}}
-{{VEC_HELPERS}}
+{{#IN_PLACE}}
+fn store_d(i: u32, v: T) { logits[i] = v; }
+{{/IN_PLACE}}
+{{^IN_PLACE}}
+@group(0) @binding(6) var<storage, read_write> dlogits: array<T>;
+fn store_d(i: u32, v: T) { dlogits[i] = v; }
+{{/IN_PLACE}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
@@ -61,7 +98,28 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     return;
   }
 
-{{PASS1}}
+  // Pass 1: this thread's (max, sum of exp(x - max)) over elements t, t + WG, t + 2 WG, ...
+  var m = LOWEST;
+  var s = 0.0;
+  var xs: array<T, max(CHUNKS, 1u)>;  // the cached elements (unused when streaming)
+  if (CHUNKS == 0u) {
+    for (var j = t; j < p.vocab; j = j + WG) {
+      let x = logits[base + j];
+      let mx = max(m, hmax(x));
+      s = s * exp(m - mx) + hsum(exp(x - mx));
+      m = mx;
+    }
+  } else {
+    for (var c = 0u; c < CHUNKS; c = c + 1u) {
+      let j = t + c * WG;
+      xs[c] = T(LOWEST);
+      if (j < p.vocab) { xs[c] = logits[base + j]; }
+      m = max(m, hmax(xs[c]));
+    }
+    for (var c = 0u; c < CHUNKS; c = c + 1u) {
+      if (t + c * WG < p.vocab) { s = s + hsum(exp(xs[c] - m)); }
+    }
+  }
   let stats_row = row_stats(t, m, s);
   let row_max = stats_row.x;
   let row_sum = stats_row.y;
@@ -69,7 +127,18 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let scale = inv_n / row_sum;
   let x_label = lane(logits[base + u32(label) / LANES], u32(label) % LANES);
   workgroupBarrier();  // everyone has read x_label before it is overwritten in place
-{{PASS2}}
+  // Pass 2: dlogits.
+  if (CHUNKS == 0u) {
+    for (var j = t; j < p.vocab; j = j + WG) {
+      let x = logits[base + j];
+      store_d(out_base + j, exp(x - row_max) * scale - onehot(j, u32(label)) * inv_n);
+    }
+  } else {
+    for (var c = 0u; c < CHUNKS; c = c + 1u) {
+      let j = t + c * WG;
+      if (j < p.vocab) { store_d(out_base + j, exp(xs[c] - row_max) * scale - onehot(j, u32(label)) * inv_n); }
+    }
+  }
   if (t == 0u) {
     row_loss[row] = log(row_sum) + row_max - x_label;
   }

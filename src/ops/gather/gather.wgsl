@@ -5,6 +5,8 @@
 // checks at the next read-back (for indices whose range the host could not check before the dispatch).
 // embedding is this gather with dim 0 and the indices broadcast along the embedding dim.
 // Variant: T, the element type of input and output.
+//
+// @variant T {f32|i32|u32} the element type of input and output (bool: u32)
 
 {{>common/strided}}
 

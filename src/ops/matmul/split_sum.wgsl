@@ -1,5 +1,7 @@
 // The end of a split-K GEMM (gemm.wgsl): c[i] (+)= sum over the chunks s of part[s][i], in chunk order (the same
 // result every run). Variant: ACCUMULATE (add to what c holds).
+//
+// @variant ACCUMULATE {true|false} add the sum to what c holds
 
 const WG: u32 = 256u;
 const ACCUMULATE: bool = {{ACCUMULATE}};

@@ -1,6 +1,8 @@
 // RMSNorm over the last dim: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps), for rows of `dim` elements
 // (x contiguous). Each row is taken by a segment of SEG threads (WG / SEG rows to a workgroup); rstd is kept per
 // row for the backward pass.
+//
+// @variant SEG {1|2|4|8|16|32|64|128|256} threads a row (ops/common.cpp: row_segment)
 
 const WG: u32 = 256u;
 const SEG: u32 = {{SEG}}u;

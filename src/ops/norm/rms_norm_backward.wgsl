@@ -2,6 +2,8 @@
 //   dx = rstd * dy * w - x * rstd^3 / dim * sum_j(dy_j w_j x_j)
 //   dw_part = dy * x * rstd      (each row's share of the weight's gradient; the handler sums it over rows)
 // Rows are taken by segments of SEG threads, as in the forward.
+//
+// @variant SEG {1|2|4|8|16|32|64|128|256} threads a row (ops/common.cpp: row_segment)
 
 const WG: u32 = 256u;
 const SEG: u32 = {{SEG}}u;

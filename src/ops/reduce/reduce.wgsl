@@ -4,6 +4,9 @@
 // (output, part), WG / SEG of them to a workgroup: the reduced range is cut into `parts` chunks of `chunk`
 // elements, each summed by a segment (tree in workgroup memory) into out[o * parts + part]; a second dispatch then
 // reduces the parts.
+//
+// @variant PER_THREAD {true|false} one thread per output (short reductions), else segments of SEG threads
+// @variant SEG {1|2|4|8|16|32|64|128|256} threads per (output, part) segment (1 with PER_THREAD)
 
 const PER_THREAD: bool = {{PER_THREAD}};
 const WG: u32 = 256u;

@@ -2,6 +2,8 @@
 // (i, i + head_dim / 2) rotated by the angle of their position t and frequency i:
 //   (a, b) -> ((a cos - b sin) * scale, (b cos + a sin) * scale),   cos, sin = tables[t][i]
 // INVERSE rotates the other way (sin negated): the rotation's transpose, which is its gradient. One thread a pair.
+//
+// @variant INVERSE {true|false} rotate the other way (the gradient)
 
 const WG: u32 = 256u;
 const INVERSE: bool = {{INVERSE}};

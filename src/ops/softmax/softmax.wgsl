@@ -5,6 +5,10 @@
 // for any magnitude: every exponent is <= 0. Variants: LOG (true: log_softmax), SEG, CAUSAL: rows of square
 // [.., T, T] matrices (the last dim, inner = 1) where element l of query row r % T is masked (-inf, probability 0)
 // past the diagonal, as attention scores are: no mask tensor and no masking pass.
+//
+// @variant LOG {true|false} log_softmax
+// @variant CAUSAL {true|false} rows of square matrices masked past the diagonal
+// @variant SEG {1|2|4|8|16|32|64|128|256} threads a row (ops/common.cpp: row_segment)
 
 const LOG: bool = {{LOG}};
 const CAUSAL: bool = {{CAUSAL}};

@@ -1,5 +1,7 @@
 // The gradient of softmax: dx = y * (dy - sum(dy * y)) along one dim, with y the softmax's output; both
 // contiguous, seen as [outer, len, inner]. Rows are taken by segments of SEG threads, as in softmax.wgsl.
+//
+// @variant SEG {1|2|4|8|16|32|64|128|256} threads a row (ops/common.cpp: row_segment)
 
 const WG: u32 = 256u;
 const SEG: u32 = {{SEG}}u;
