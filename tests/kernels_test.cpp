@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "gpu/device_impl.h"
+#include "gpu/webgpu_backend.h"
 #include "gpu/kernels.h"
 #include "support/test_support.h"
 #include "wgtrain/device.h"
@@ -186,9 +187,9 @@ TEST(KernelDump, HoldsTheGemmVariantsARunCompiledAsTheDeviceBuiltThem) {
     const std::string text = read_file(dir.path / f);
     EXPECT_EQ(text.find("{{"), std::string::npos);
     try {
-      const detail::Pipeline built = dev.impl().build_pipeline("dumped " + f, text);
-      dev.impl().api.BindGroupLayoutRelease(built.layout);
-      dev.impl().api.ComputePipelineRelease(built.pipeline);
+      auto& web = detail::webgpu_backend(*dev.impl().backend);
+      const detail::Pipeline built = web.build_pipeline("dumped " + f, text);
+      web.api.ComputePipelineRelease(static_cast<webgpu::WGPUComputePipeline>(built.native));
     } catch (const Error& e) {
       ADD_FAILURE() << e.what();
     }

@@ -243,7 +243,11 @@ int dump_kernels(const KernelsCliOptions& opt) {
   // The directory first: a bad one is reported before any device work.
   detail::set_kernel_dump_dir(opt.dump_dir);
   DeviceOptions dopt;
-  dopt.backend = webgpu_only(opt.backend, "kernels --dump");
+  dopt.backend = backend_for(opt.backend, "kernels --dump", false);
+  // What is dumped is the WGSL a WebGPU backend compiles; the native backend's kernels are the .comp files as they are.
+  if (dopt.backend == Backend::NativeVulkan)
+    throw ArgumentError("kernels --dump writes the WGSL variants WebGPU compiles; the native-vulkan backend runs the "
+                        ".comp files as written (`wgtrain kernels` lists its modules). Use a webgpu backend");
   Device dev = Device::open(dopt);
   std::printf("device: %s (%s)\n", dev.info().name.c_str(), dev.info().backend_label.c_str());
 
