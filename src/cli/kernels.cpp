@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/backend.h"
+#include "gpu/spirv.h"
 #include "gpu/device_impl.h"
 #include "gpu/kernels.h"
 #include "wgtrain/adamw.h"
@@ -64,12 +65,14 @@ void list_kernels(bool verbose) {
 
   const auto spirv = detail::embedded_spirv();
   std::printf("\nSPIR-V modules (the native Vulkan backend): src/ops/<kernel>.comp compiled by glslc at build time, "
-              "once per\nline of the .variants file beside it (the -D options); specialization constants are set "
-              "when a pipeline is made\n");
+              "once per\nline of the .variants file beside it (the -D options), serving the WGSL variant fields "
+              "after \"serves\" (an op's\nhost code asks both backends for the same fields)\n");
   width = 0;
   for (const auto& m : spirv) width = std::max(width, std::string_view(m.name).size());
   for (const auto& m : spirv) {
     std::string fields = *m.defines ? m.defines : "-";
+    for (const auto& v : detail::spirv_variants())
+      if (std::string_view(v.module) == m.name) fields += std::string("  serves: ") + (*v.when ? v.when : "any");
     if (*m.spec) fields += std::string("  spec: ") + m.spec;
     std::printf("  %-*s  %-26s %s", static_cast<int>(width), m.name, m.source, fields.c_str());
     if (verbose) std::printf("  (%zu words)", m.words);
