@@ -20,6 +20,7 @@
 #include "wgtrain/fused_ce.h"
 #include "wgtrain/ops.h"
 #include "wgtrain/q4gsw.h"
+#include "wgtrain/random.h"
 #include "wgtrain/vulkan.h"
 
 namespace wgtrain::cli {
