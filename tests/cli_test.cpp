@@ -462,7 +462,9 @@ TEST(Cli, TheProgressLineFitsTheTerminal) {
   std::string segment;
   for (char c : child.output + "\n") {
     if (c == '\r' || c == '\n') {
-      if (segment.rfind("step ", 0) == 0) EXPECT_LE(segment.size(), 59u) << "'" << segment << "'";
+      if (segment.rfind("step ", 0) == 0) {
+        EXPECT_LE(segment.size(), 59u) << "'" << segment << "'";
+      }
       segment.clear();
     } else {
       segment.push_back(c);

@@ -199,7 +199,9 @@ TEST(Llama, FrozenWeightsGetNoGradientAndKeepTheirValues) {
   for (const auto& p : model.params()) {
     EXPECT_EQ(p.trainable, p.kind == Llama::Kind::Norm) << p.name;
     if (p.trainable) trainable += numel(p.shape);
-    if (p.q4 >= 0) EXPECT_THROW(model.value(&p - model.params().data()), ArgumentError) << p.name;
+    if (p.q4 >= 0) {
+      EXPECT_THROW(model.value(&p - model.params().data()), ArgumentError) << p.name;
+    }
   }
   EXPECT_GE(model.arena_size(), trainable);
   EXPECT_LT(model.arena_size(), trainable + 4 * static_cast<int64_t>(model.params().size()));
