@@ -6,6 +6,7 @@
 // A struct or constant added to the header without an entry here fails HeaderIsFullyChecked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -226,21 +228,76 @@ TEST(Abi, PaholeReadsTheLibrary) {
   ASSERT_FALSE(dwarf.empty()) << "pahole printed no struct of " << WGTRAIN_DAWN_LIBRARY_PATH;
 }
 
-TEST(Abi, EveryStructMatchesTheLibraryDwarf) {
-  const auto dwarf = dwarf_structs();
-  for (const auto& ours : our_structs()) {
-    SCOPED_TRACE(ours.name);
+// The comparison of our layouts with the library's: one line per difference (none: they agree).
+std::vector<std::string> struct_mismatches(const std::vector<StructLayout>& ours_all,
+                                           const std::map<std::string, StructLayout>& dwarf) {
+  std::vector<std::string> out;
+  for (const auto& ours : ours_all) {
     auto it = dwarf.find(ours.name);
-    ASSERT_NE(it, dwarf.end()) << ours.name << " is not in the library's DWARF";
+    if (it == dwarf.end()) {
+      out.push_back(ours.name + " is not in the library's DWARF");
+      continue;
+    }
     const StructLayout& lib = it->second;
-    EXPECT_EQ(ours.size, lib.size) << "sizeof(" << ours.name << ")";
-    ASSERT_EQ(ours.fields.size(), lib.fields.size()) << "member count of " << ours.name;
+    if (ours.size != lib.size)
+      out.push_back("sizeof(" + ours.name + ") = " + std::to_string(ours.size) + ", the library's " +
+                    std::to_string(lib.size));
+    if (ours.fields.size() != lib.fields.size()) {
+      out.push_back(ours.name + " has " + std::to_string(ours.fields.size()) + " members, the library's " +
+                    std::to_string(lib.fields.size()));
+      continue;
+    }
     for (size_t i = 0; i < ours.fields.size(); ++i) {
-      EXPECT_EQ(ours.fields[i].name, lib.fields[i].name) << ours.name << " member " << i;
-      EXPECT_EQ(ours.fields[i].offset, lib.fields[i].offset) << ours.name << "::" << ours.fields[i].name << " offset";
-      EXPECT_EQ(ours.fields[i].size, lib.fields[i].size) << ours.name << "::" << ours.fields[i].name << " size";
+      const FieldLayout &o = ours.fields[i], &l = lib.fields[i];
+      if (o.name != l.name) out.push_back(ours.name + " member " + std::to_string(i) + " is " + o.name + ", the library's " + l.name);
+      if (o.offset != l.offset)
+        out.push_back(ours.name + "::" + o.name + " at offset " + std::to_string(o.offset) + ", the library's " +
+                      std::to_string(l.offset));
+      if (o.size != l.size)
+        out.push_back(ours.name + "::" + o.name + " of size " + std::to_string(o.size) + ", the library's " +
+                      std::to_string(l.size));
     }
   }
+  return out;
+}
+
+// The same for the constants that have a table in the bindings ("js:TABLE").
+std::vector<std::string> constant_mismatches(const std::vector<EnumConstant>& constants,
+                                             const std::map<std::string, std::map<std::string, uint64_t>>& tables,
+                                             int* checked = nullptr) {
+  std::vector<std::string> out;
+  for (const auto& c : constants) {
+    const std::string source = c.source;
+    if (source.rfind("js:", 0) != 0) continue;
+    auto t = tables.find(source.substr(3));
+    if (t == tables.end()) {
+      out.push_back(std::string(c.name) + ": no table " + source);
+      continue;
+    }
+    auto e = t->second.find(c.key);
+    if (e == t->second.end()) {
+      out.push_back(std::string(c.name) + ": no key " + c.key + " in " + source);
+      continue;
+    }
+    if (c.value != e->second)
+      out.push_back(std::string(c.name) + " = " + std::to_string(c.value) + " but the library's " + source + "[" +
+                    c.key + "] = " + std::to_string(e->second));
+    if (checked) ++*checked;
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += "\n  " + l;
+  return s;
+}
+
+TEST(Abi, EveryStructMatchesTheLibraryDwarf) {
+  const auto dwarf = dwarf_structs();
+  ASSERT_FALSE(dwarf.empty());
+  const auto wrong = struct_mismatches(our_structs(), dwarf);
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " differences:" << joined(wrong);
 }
 
 TEST(Abi, ShaderSourceWgslMatchesTheBindingsDefinition) {
@@ -258,18 +315,8 @@ TEST(Abi, EveryConstantMatchesTheBindingsEnumTables) {
   const auto tables = js_enum_tables();
   ASSERT_GT(tables.size(), 10u) << "could not read enum tables from " << WGTRAIN_DAWN_JS_PATH;
   int checked = 0;
-  for (const auto& c : our_constants()) {
-    const std::string source = c.source;
-    if (source.rfind("js:", 0) != 0) continue;
-    SCOPED_TRACE(c.name);
-    auto t = tables.find(source.substr(3));
-    ASSERT_NE(t, tables.end()) << "no table " << source;
-    auto e = t->second.find(c.key);
-    ASSERT_NE(e, t->second.end()) << "no key " << c.key << " in " << source;
-    EXPECT_EQ(c.value, e->second) << c.name << " = " << c.value << " but the library's " << source << "[" << c.key
-                                  << "] = " << e->second;
-    ++checked;
-  }
+  const auto wrong = constant_mismatches(our_constants(), tables, &checked);
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " differences:" << joined(wrong);
   EXPECT_GT(checked, 40);
 }
 
@@ -312,18 +359,49 @@ TEST(Abi, HeaderIsFullyChecked) {
 }
 
 TEST(Abi, AMismatchIsDetected) {
-  // The checker itself must see a wrong layout: shift one member and expect the comparison to fail.
+  // The checks above must see a wrong layout. Our declarations, with one struct laid out wrongly, through the same
+  // comparison against the same DWARF: exactly the planted differences are reported, and nothing else.
   const auto dwarf = dwarf_structs();
-  const StructLayout& lib = dwarf.at("WGPUBufferDescriptor");
-  StructLayout wrong = our_structs()[0];
-  for (const auto& s : our_structs())
-    if (s.name == "WGPUBufferDescriptor") wrong = s;
-  wrong.fields[2].offset += 4;  // as if `usage` were a 32-bit field placed 4 bytes later
-  bool differs = false;
-  for (size_t i = 0; i < wrong.fields.size(); ++i) differs |= wrong.fields[i].offset != lib.fields[i].offset;
-  EXPECT_TRUE(differs);
-  // And a wrong feature number (the newer header's 0x9 for timestamp-query) is caught by the table check.
-  EXPECT_NE(js_enum_tables()["WGPUFeatureNameDef"]["timestamp-query"], 0x9u);
+  ASSERT_TRUE(dwarf.count("WGPUBufferDescriptor"));
+  ASSERT_TRUE(struct_mismatches(our_structs(), dwarf).empty()) << "the real layouts must agree first";
+  std::vector<StructLayout> wrong = our_structs();
+  auto it = std::find_if(wrong.begin(), wrong.end(), [](const StructLayout& s) { return s.name == "WGPUBufferDescriptor"; });
+  ASSERT_NE(it, wrong.end());
+  // As if `usage` were declared a 32-bit field, with `size` after it packed to a 4-byte boundary: a header that
+  // read WGPUBufferUsage as uint32_t (the newer header's is 64-bit) would be laid out so.
+  auto field = [&](const char* name) -> FieldLayout& {
+    for (auto& f : it->fields)
+      if (f.name == name) return f;
+    throw std::runtime_error(std::string("no member ") + name);
+  };
+  field("usage").size = 4;
+  field("size").offset -= 4;
+  const auto found = struct_mismatches(wrong, dwarf);
+  ASSERT_EQ(found.size(), 2u) << joined(found);
+  EXPECT_NE(found[0].find("WGPUBufferDescriptor::usage of size 4, the library's 8"), std::string::npos) << found[0];
+  EXPECT_NE(found[1].find("WGPUBufferDescriptor::size at offset"), std::string::npos) << found[1];
+  // A member missing, and a struct the library does not have.
+  wrong = our_structs();
+  wrong[0].fields.pop_back();
+  wrong.push_back({"WGPUNoSuchStruct", 8, {}});
+  const auto missing = struct_mismatches(wrong, dwarf);
+  ASSERT_EQ(missing.size(), 2u) << joined(missing);
+  EXPECT_NE(missing[0].find("members, the library's"), std::string::npos) << missing[0];
+  EXPECT_NE(missing[1].find("WGPUNoSuchStruct is not in the library's DWARF"), std::string::npos) << missing[1];
+
+  // And a wrong constant through the table check: the newer header's 0x9 for timestamp-query.
+  const auto tables = js_enum_tables();
+  std::vector<EnumConstant> constants = our_constants();
+  ASSERT_TRUE(constant_mismatches(constants, tables).empty());
+  auto ts = std::find_if(constants.begin(), constants.end(),
+                         [](const EnumConstant& c) { return std::string(c.key) == "timestamp-query"; });
+  ASSERT_NE(ts, constants.end());
+  ts->value = 0x9;
+  const auto bad = constant_mismatches(constants, tables);
+  ASSERT_EQ(bad.size(), 1u) << joined(bad);
+  EXPECT_NE(bad[0].find(std::string(ts->name) + " = 9 but the library's js:WGPUFeatureNameDef[timestamp-query] = "),
+            std::string::npos)
+      << bad[0];
 }
 
 }  // namespace

@@ -373,10 +373,14 @@ TEST(Cli, ResumeKeepsTheRunsSettings) {
   ASSERT_EQ(run("train " + small_run(s) + " --steps 2 --eval-every 2 --save-every 3 --lr 0.002 --out '" + out + "'")
                 .status,
             0);
+  const std::string first_csv = file_text(fs::path(out) / "loss.csv");
   Result r = run("train --resume --steps 6 --out '" + out + "'");
   ASSERT_EQ(r.status, 0) << r.output;
   // Validation every 2 steps still (not the default 100): rows 4 and 6 have a validation loss.
   const std::string csv = file_text(fs::path(out) / "loss.csv");
+  // The first run's rows (steps 0-2, all covered by its last checkpoint) are kept verbatim, and continued.
+  EXPECT_EQ(csv.substr(0, first_csv.size()), first_csv);
+  EXPECT_NE(csv.find("\n3,", first_csv.size() - 1), std::string::npos) << csv;
   for (const char* row : {"\n4,", "\n6,"}) {
     const auto at = csv.find(row);
     ASSERT_NE(at, std::string::npos) << csv;
@@ -478,7 +482,9 @@ TEST(Cli, TheProgressLineFitsTheTerminal) {
   std::string segment;
   for (char c : child.output + "\n") {
     if (c == '\r' || c == '\n') {
-      if (segment.rfind("step ", 0) == 0) EXPECT_LE(segment.size(), 59u) << "'" << segment << "'";
+      if (segment.rfind("step ", 0) == 0) {
+        EXPECT_LE(segment.size(), 59u) << "'" << segment << "'";
+      }
       segment.clear();
     } else {
       segment.push_back(c);

@@ -213,15 +213,4 @@ class Llama {
   autograd::Var head(const autograd::Var& x) const;
 };
 
-// Deterministic, platform-independent random numbers for initialisation and data order (splitmix64).
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next();
-  double uniform();  // [0, 1)
-  double normal();   // Box-Muller
- private:
-  uint64_t state_;
-};
-
 }  // namespace wgtrain

@@ -5,13 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 #include <functional>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "wgtrain/adamw.h"
+#include "wgtrain/atomic_file.h"
 #include "wgtrain/autograd.h"
 #include "wgtrain/checkpoint.h"
 #include "wgtrain/llama.h"
@@ -20,6 +21,7 @@
 #include "wgtrain/fused_ce.h"
 #include "wgtrain/ops.h"
 #include "wgtrain/q4gsw.h"
+#include "wgtrain/random.h"
 #include "wgtrain/registry.h"
 
 namespace wgtrain::cli {
@@ -114,19 +116,22 @@ struct Kernels {
 
 // Results go to stdout as they come, and to the JSON file, so a benchmark that fails (out of memory, say) keeps
 // the others'.
+// The file is rewritten whole (atomically) after each result: small, and never left half-written.
 struct Sink {
-  std::unique_ptr<std::ofstream> json;
+  std::string json_path;  // empty: no file
   std::string device, backend;
   int failures = 0;
-  void push_back(const Result& r) const {
-    if (!json) return;
+  std::string lines{};  // what the file holds so far
+  void push_back(const Result& r) {
+    if (json_path.empty()) return;
     char line[512];
     std::snprintf(line, sizeof line,
                   "{\"name\": \"%s\", \"shape\": \"%s\", \"flops\": %.6g, \"bytes\": %.6g, \"seconds\": %.6g, "
                   "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"}\n",
                   r.name.c_str(), r.shape.c_str(), r.flops, r.bytes, r.seconds, r.reps,
                   r.timestamps ? "true" : "false", device.c_str(), backend.c_str());
-    *json << line << std::flush;
+    lines += line;
+    write_file_atomic(json_path, lines);
   }
 };
 
@@ -213,11 +218,10 @@ void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, con
   });
 }
 
-std::unique_ptr<std::ofstream> open_json(const std::string& path) {
-  if (path.empty()) return nullptr;
-  auto json = std::make_unique<std::ofstream>(path);
-  if (!*json) throw Error("cannot write " + path);
-  return json;
+// The JSON results file, created empty up front so that an unwritable path fails before any benchmark runs.
+std::string open_json(const std::string& path) {
+  if (!path.empty()) write_file_atomic(path, std::string_view());
+  return path;
 }
 
 std::string fmt_double(double v) {
@@ -238,9 +242,7 @@ double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T) {
 }
 
 void write_words(const std::string& path, const std::vector<int32_t>& v) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-  if (!out) throw Error("cannot write " + path);
+  write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4));
 }
 
 }  // namespace
@@ -333,12 +335,13 @@ int run_bench(const BenchOptions& opt) {
       losses.push_back(loss.to_host_f32()[0]);
     }
     if (!opt.dump_dir.empty()) {
-      std::ofstream out(opt.dump_dir + "/train_losses.json");
+      std::ostringstream out;
       out << "{\"config\": " << c.to_json() << ", \"batch\": " << B << ", \"seq\": " << T << ", \"lr\": " << ao.lr
           << ", \"beta1\": " << ao.beta1 << ", \"beta2\": " << ao.beta2 << ", \"eps\": " << ao.eps
           << ", \"weight_decay\": " << ao.weight_decay << ", \"losses\": [";
       for (size_t i = 0; i < losses.size(); ++i) out << (i ? ", " : "") << fmt_double(losses[i]);
       out << "]}\n";
+      write_file_atomic(opt.dump_dir + "/train_losses.json", out.str());
     }
     std::printf("train_step losses of steps 1-5: %.6f %.6f %.6f %.6f %.6f (%zu dispatches a step)\n", losses[0],
                 losses[1], losses[2], losses[3], losses[4], step.dispatches());

@@ -4,7 +4,7 @@
 
 #include "wgtrain/dataset.h"
 #include "wgtrain/error.h"
-#include "wgtrain/llama.h"
+#include "wgtrain/random.h"
 
 namespace wgtrain::data {
 

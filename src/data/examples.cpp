@@ -9,7 +9,7 @@
 
 #include "wgtrain/dataset.h"
 #include "wgtrain/error.h"
-#include "wgtrain/llama.h"
+#include "wgtrain/random.h"
 #include "wgtrain/tokenizer.h"
 
 namespace wgtrain::data {

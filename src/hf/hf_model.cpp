@@ -13,6 +13,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "wgtrain/atomic_file.h"
 #include "wgtrain/error.h"
 #include "wgtrain/safetensors.h"
 #include "wgtrain/tokenizer.h"
@@ -188,11 +189,7 @@ std::string model_type_of(const std::string& arch) {
   return "llama";
 }
 
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc | std::ios::binary);
-  out << text;
-  if (!out.flush()) throw Error("cannot write '" + path.string() + "'");
-}
+void write_file(const fs::path& path, const std::string& text) { write_file_atomic(path.string(), text); }
 
 }  // namespace
 
@@ -401,7 +398,8 @@ void export_model(const Llama& model, const std::string& out_dir, const ExportOp
     std::optional<int32_t> bos, eos;
     if (!tokenizer_dir.empty()) {
       for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"})
-        if (fs::exists(fs::path(tokenizer_dir) / f)) fs::copy_file(fs::path(tokenizer_dir) / f, tmp / f);
+        if (fs::exists(fs::path(tokenizer_dir) / f))
+          copy_file_atomic((fs::path(tokenizer_dir) / f).string(), (tmp / f).string());
       if (!fs::exists(tmp / "tokenizer.json")) throw Error("export: '" + tokenizer_dir + "' has no tokenizer.json");
       const Tokenizer t = Tokenizer::load_dir(tokenizer_dir);
       bos = t.bos_id();
@@ -464,12 +462,13 @@ void export_model(const Llama& model, const std::string& out_dir, const ExportOp
     write_file(tmp / "config.json", j.dump(2) + "\n");
     const fs::path gen_src = tokenizer_dir.empty() ? fs::path() : fs::path(tokenizer_dir) / "generation_config.json";
     if (!gen_src.empty() && fs::exists(gen_src))
-      fs::copy_file(gen_src, tmp / "generation_config.json");
+      copy_file_atomic(gen_src.string(), (tmp / "generation_config.json").string());
     else
       write_file(tmp / "generation_config.json", gen.dump(2) + "\n");
 
     if (fs::exists(out)) fs::remove_all(out);  // overwrite was asked for
     fs::rename(tmp, out);
+    sync_directory(out.parent_path().empty() ? "." : out.parent_path().string());
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

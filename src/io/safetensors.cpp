@@ -16,6 +16,7 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "wgtrain/atomic_file.h"
 #include "wgtrain/device.h"
 
 namespace wgtrain::safetensors {
@@ -203,42 +204,7 @@ std::vector<uint8_t> serialize(const Contents& c) {
   return out;
 }
 
-void save(const std::string& path, const Contents& c) {
-  const std::vector<uint8_t> bytes = serialize(c);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error("cannot write '" + tmp + "': " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error("cannot write '" + tmp + "': " + why);
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw Error("cannot flush '" + tmp + "' to disk: " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + why);
-  }
-  // The rename itself reaches the disk with the directory.
-  const std::string dir = std::filesystem::path(path).parent_path().empty()
-                              ? "."
-                              : std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
+void save(const std::string& path, const Contents& c) { write_file_atomic(path, serialize(c)); }
 
 bool is_float_dtype(const std::string& d) { return d == "F32" || d == "F16" || d == "BF16" || d == "F64"; }
 

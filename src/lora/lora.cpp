@@ -12,6 +12,7 @@
 #include "wgtrain/dropout.h"
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
+#include "wgtrain/random.h"
 
 namespace wgtrain {
 

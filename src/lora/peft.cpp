@@ -1,12 +1,8 @@
 // LoRA adapters in Hugging Face peft's format: adapter_model.safetensors and adapter_config.json, written as
 // PeftModel.save_pretrained writes them and read as PeftModel.from_pretrained reads them.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +15,7 @@
 
 #include "lora/lora_internal.h"
 #include "train/checkpoint_format.h"
+#include "wgtrain/atomic_file.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
 #include "wgtrain/lora.h"
@@ -41,34 +38,6 @@ const std::string kPrefix = "base_model.model.";
 
 std::string module_of(const std::string& param_name) { return param_name.substr(0, param_name.rfind('.')); }
 std::string last_part(const std::string& module) { return module.substr(module.rfind('.') + 1); }
-
-// Writes text to `path` atomically: a temporary file beside it, fsync, rename.
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error("cannot write '" + tmp + "': " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t k = ::write(fd, text.data() + done, text.size() - done);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      std::remove(tmp.c_str());
-      throw Error("cannot write '" + tmp + "': " + why);
-    }
-    done += static_cast<size_t>(k);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write '" + tmp + "': " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + why);
-  }
-}
 
 // A number as JSON: an integer when it is one (peft's lora_alpha is usually an int), else a float.
 json number(double v) {
@@ -163,7 +132,7 @@ void save_peft(const LoraAdapters& lora, const std::string& dir) {
   j["loftq_config"] = json::object();
   j["megatron_config"] = nullptr;
   j["megatron_core"] = "megatron.core";
-  write_text_atomic((fs::path(dir) / kConfig).string(), j.dump(2));
+  write_file_atomic((fs::path(dir) / kConfig).string(), j.dump(2));
 }
 
 // ---- loading --------------------------------------------------------------------------------------------------------

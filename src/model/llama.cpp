@@ -13,27 +13,11 @@
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
 #include "wgtrain/q4gsw.h"
+#include "wgtrain/random.h"
 
 namespace wgtrain {
 
 namespace ag = autograd;
-
-// ---- random numbers -------------------------------------------------------------------------------------------------
-
-uint64_t SplitMix64::next() {
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-double SplitMix64::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
-double SplitMix64::normal() {
-  const double u1 = 1.0 - uniform();  // (0, 1]
-  const double u2 = uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-}
 
 // ---- configuration --------------------------------------------------------------------------------------------------
 

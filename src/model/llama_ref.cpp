@@ -144,6 +144,18 @@ LlamaRef::LlamaRef(const Llama& model) : config_(model.config()), params_(model.
   sin_.assign(sn.begin(), sn.end());
 }
 
+void LlamaRef::set_moments(const std::vector<float>& m_arena, const std::vector<float>& v_arena) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i];
+    if (!p.trainable) continue;
+    const size_t at = static_cast<size_t>(p.offset), n = static_cast<size_t>(numel(p.shape));
+    if (at + n > m_arena.size() || at + n > v_arena.size())
+      throw ArgumentError("LlamaRef::set_moments: the arenas are smaller than the model's");
+    m_[i].assign(m_arena.begin() + at, m_arena.begin() + at + n);
+    v_[i].assign(v_arena.begin() + at, v_arena.begin() + at + n);
+  }
+}
+
 void LlamaRef::dequantize(size_t i, bool recompute_scales) {
   const auto& p = params_[i];
   const HostTensor latent = host(values_[i], p.shape);

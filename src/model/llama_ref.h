@@ -38,6 +38,12 @@ class LlamaRef {
                     const std::vector<int32_t>& targets, const ops::AdamWOptions& options, double lr, int64_t step);
 
   const std::vector<std::vector<double>>& values() const { return values_; }
+  // AdamW's moments, per parameter (zero until a train_step, or as set_moments left them).
+  const std::vector<std::vector<double>>& first_moments() const { return m_; }
+  const std::vector<std::vector<double>>& second_moments() const { return v_; }
+  // Takes AdamW's moments from the device's arenas (those given to Llama::adamw_params, read back), so that a
+  // reference made from a model in mid-training takes the next step from exactly the device's state.
+  void set_moments(const std::vector<float>& m_arena, const std::vector<float>& v_arena);
 
   // LoRA: the adapters' current values (read back), scales and dropout; from then on the forward adds them, the
   // backward fills their gradients, and train_step updates them with AdamW (the options' weight decay).

@@ -14,6 +14,7 @@
 #include "tokenizer/json_reader.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/unicode.h"
+#include "wgtrain/atomic_file.h"
 #include "wgtrain/error.h"
 
 namespace wgtrain {
@@ -65,16 +66,6 @@ std::optional<int32_t> conventional(const tok::AddedVocabulary& added, std::init
     if (const auto id = added.token_to_id(n))
       if (added.token(*id) && added.token(*id)->special) return id;
   return std::nullopt;
-}
-
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    if (!f) throw Error("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("cannot rename " + tmp + " to " + path);
 }
 
 }  // namespace
@@ -260,7 +251,7 @@ Tokenizer Tokenizer::load_dir(const std::string& dir) {
 
 std::string Tokenizer::to_json() const { return *impl_->json_text; }
 
-void Tokenizer::save(const std::string& path) const { write_atomically(path, *impl_->json_text); }
+void Tokenizer::save(const std::string& path) const { write_file_atomic(path, *impl_->json_text); }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   const Impl& im = *impl_;

@@ -11,6 +11,7 @@
 #include "wgtrain/checkpoint.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
+#include "wgtrain/random.h"
 #include "wgtrain/tensor.h"
 
 namespace wgtrain {

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 
+#include "wgtrain/atomic_file.h"
 #include "wgtrain/error.h"
 
 namespace wgtrain {
@@ -215,13 +215,7 @@ void write_line_plot(const std::string& path, const std::string& title, const st
   }
 
   const std::vector<uint8_t> png = encode_png(c);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
-    if (!out) throw Error("cannot write the plot '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("cannot write the plot '" + path + "'");
+  write_file_atomic(path, std::span<const uint8_t>(png));
 }
 
 }  // namespace wgtrain

@@ -12,7 +12,9 @@
 #include <numbers>
 #include <sstream>
 
+#include "train/loss_log.h"
 #include "wgtrain/adamw.h"
+#include "wgtrain/atomic_file.h"
 #include "wgtrain/chat_template.h"
 #include "wgtrain/checkpoint.h"
 #include "wgtrain/corpus.h"
@@ -109,15 +111,7 @@ LlamaConfig config_from(const std::string& model) {
   return LlamaConfig::from_json(ss.str());
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) throw Error("cannot write '" + tmp.string() + "'");
-  }
-  fs::rename(tmp, path);
-}
+void write_text(const fs::path& path, const std::string& text) { write_file_atomic(path.string(), text); }
 
 std::string fmt(double v, const char* f = "%.6g") {
   char buf[64];
@@ -144,7 +138,7 @@ struct Trainer::Impl {
   Recording train_step, eval_step;
   // The curve so far: (step, loss) and (step, val loss); mirrored in loss.csv.
   std::vector<std::pair<double, double>> train_curve, val_curve;
-  std::ofstream csv;
+  std::unique_ptr<detail::LossLog> csv;
   int64_t last_saved = -1;  // the step of the checkpoint on disk (-1: none)
   std::optional<RunDirectory> run_dir;  // held (and so locked) for the trainer's life
   std::string tokenizer_hash;           // of the run's tokenizer.json, bound into each checkpoint
@@ -161,7 +155,7 @@ namespace {
 void copy_tokenizer_files(const fs::path& from, const fs::path& to) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                         "generation_config.json"})
-    if (fs::exists(from / f)) fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
+    if (fs::exists(from / f)) copy_file_atomic((from / f).string(), (to / f).string());
 }
 
 }  // namespace
@@ -404,27 +398,14 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
 
   // Run directory and loss curve.
   fs::create_directories(dir);
-  const fs::path csv = dir / "loss.csv";
-  std::vector<std::string> kept;
-  if (opt_.resume && fs::exists(csv)) {
-    // Keep the rows up to the checkpoint's step: a run resumed from an earlier checkpoint rewrites the rest.
-    std::ifstream in(csv);
-    std::string line;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      std::stringstream row(line);
-      std::string f[6];
-      for (auto& x : f) std::getline(row, x, ',');
-      if (f[0].empty() || std::stoll(f[0]) > step_) continue;
-      kept.push_back(line);
-      if (!f[3].empty()) s.train_curve.emplace_back(std::stod(f[0]), std::stod(f[3]));
-      if (!f[4].empty()) s.val_curve.emplace_back(std::stod(f[0]), std::stod(f[4]));
-    }
+  // loss.csv rewritten atomically: for a resumed run, its rows up to the checkpoint's step (a run resumed from an
+  // earlier checkpoint writes the rest again), whose losses continue the curves.
+  s.csv = std::make_unique<detail::LossLog>((dir / "loss.csv").string(),
+                                            opt_.resume ? std::optional<int64_t>(step_) : std::nullopt);
+  for (const auto& row : s.csv->kept()) {
+    if (row.train_loss) s.train_curve.emplace_back(static_cast<double>(row.step), *row.train_loss);
+    if (row.val_loss) s.val_curve.emplace_back(static_cast<double>(row.step), *row.val_loss);
   }
-  s.csv.open(csv, std::ios::trunc);
-  s.csv << "step,tokens,lr,train_loss,val_loss,seconds\n";
-  for (const auto& line : kept) s.csv << line << "\n";
-  s.csv.flush();
   if (!opt_.resume && !use_lora) {
     write_text(dir / "config.json", config.to_json() + "\n");
     if (finetune) {
@@ -495,6 +476,7 @@ void Trainer::save() {
     save_checkpoint((dir / kCheckpoint).string(), *model_, &s.m, &s.v, state.dump(), s.tokenizer_hash);
   }
   s.last_saved = step_;
+  s.csv->sync();  // the rows this checkpoint covers reach the disk with it
   std::vector<PlotSeries> series = {{"train", s.train_curve, {31, 119, 180}, false},
                                     {"validation", s.val_curve, {255, 127, 14}, true}};
   const std::string kind = std::string(s.lora ? "LoRA on " : "") + (model_->config().quantize_blocks ? "q4gsw " : "") +
@@ -508,10 +490,7 @@ Trainer::Outcome Trainer::run(const std::function<void(const StepInfo&)>& on_ste
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto csv_row = [&](int64_t step, double lr, std::optional<double> loss, std::optional<double> val) {
-    s.csv << step << "," << step * opt_.batch_size * s.seq_len << "," << fmt(lr) << ","
-          << (loss ? fmt(*loss, "%.6f") : "") << "," << (val ? fmt(*val, "%.6f") : "") << "," << fmt(elapsed(), "%.3f")
-          << "\n";
-    s.csv.flush();
+    s.csv->append(step, step * opt_.batch_size * s.seq_len, lr, loss, val, elapsed());
   };
   if (step_ == 0 && s.val_curve.empty()) {
     // Where the run starts from: a baseline for the curve (and for fine-tuning, the loss before it).
