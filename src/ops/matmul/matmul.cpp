@@ -1,7 +1,6 @@
 // mm, bmm and linear: one tiled kernel over strided operands (gemm.wgsl).
 #include <algorithm>
-#include <map>
-#include <tuple>
+#include <array>
 #include <string>
 
 #include "ops/matmul/gemm.h"
@@ -33,137 +32,27 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const Tenso
   return c;
 }
 
-// The unrolled parts of gemm.wgsl for TM x TM outputs per thread, as TM rows of TM / 4 vec4 accumulators.
-// Row i of a thread is (i / 4) * 64 + 4 lid.y + i % 4 in its tile; columns of group g are g * 64 + 4 lid.x + 0..3.
-struct GemmCode {
-  std::string acc_decl, inner, store;
-};
-
-const GemmCode& gemm_code(int tm) {
-  static std::map<int, GemmCode> cache;
-  auto it = cache.find(tm);
-  if (it != cache.end()) return it->second;
-  GemmCode g;
-  const int groups = tm / 4;
-  for (int i = 0; i < tm; ++i)
-    for (int q = 0; q < groups; ++q) g.acc_decl += "  var c" + std::to_string(i) + "_" + std::to_string(q) + " = vec4<f32>();\n";
-  for (int q = 0; q < groups; ++q) {
-    g.inner += "      let a" + std::to_string(q) + " = As[kk * (BM / 4u) + " + std::to_string(q * 16) + "u + lid.y];\n";
-    g.inner += "      let b" + std::to_string(q) + " = Bs[kk * (BN / 4u) + " + std::to_string(q * 16) + "u + lid.x];\n";
-  }
-  for (int i = 0; i < tm; ++i)
-    for (int q = 0; q < groups; ++q) {
-      const std::string c = "c" + std::to_string(i) + "_" + std::to_string(q);
-      g.inner += "      " + c + " = fma(vec4<f32>(a" + std::to_string(i / 4) + "[" + std::to_string(i % 4) + "]), b" +
-                 std::to_string(q) + ", " + c + ");\n";
-    }
-  for (int i = 0; i < tm; ++i)
-    for (int q = 0; q < groups; ++q)
-      for (int j = 0; j < 4; ++j)
-        g.store += "  store_c(out_bat, m0 + " + std::to_string((i / 4) * 64 + i % 4) + "u + 4u * lid.y, n0 + " +
-                   std::to_string(q * 64 + j) + "u + 4u * lid.x, c" + std::to_string(i) + "_" + std::to_string(q) +
-                   "[" + std::to_string(j) + "]);\n";
-  return cache.emplace(tm, std::move(g)).first->second;
-}
-
-// The tile traffic of gemm.wgsl, unrolled: each thread's share of the next A and B tiles is loaded from global
-// memory into registers (TILE_LOAD, at k0n) and later written to workgroup memory (TILE_STORE). Thread `tid` takes
-// elements tid, tid + 256, ... of each tile, in an order that makes neighbouring threads read neighbouring
-// addresses; the q4 modes load one u32 word (8 codes) and its scale per element.
-struct TileCode {
-  std::string decl, load, store;
-};
-
-const TileCode& gemm_tile_code(int tm, bool a_vec, uint32_t b_mode, bool b_vec) {
-  static std::map<std::tuple<int, bool, uint32_t, bool>, TileCode> cache;
-  const auto key = std::make_tuple(tm, a_vec, b_mode, b_vec);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const int bm = 16 * tm, bn = 16 * tm, bk = 16;
-  TileCode t;
-  auto e_of = [](int l) { return "    let e = tid + " + std::to_string(l) + "u * 256u;\n"; };
-  // A: BM x BK
-  if (a_vec) {
-    for (int l = 0; l < bm * bk / 256 / 4; ++l) {
-      const std::string r = "ra" + std::to_string(l);
-      t.decl += "  var " + r + " = vec4<f32>();\n";
-      t.load += "  {\n" + e_of(l) +
-                "    let gm = m0 + e / (BK / 4u);\n"
-                "    let gk = k0n + (e % (BK / 4u)) * 4u;\n"
-                "    " + r + " = vec4<f32>();\n"
-                "    if (gm < p.m && gk < p.k) { " + r + " = load_a4((a_base + gm * p.a_sm + gk) / 4u); }\n  }\n";
-      t.store += "  {\n" + e_of(l) +
-                 "    let am = e / (BK / 4u);\n"
-                 "    let ak = (e % (BK / 4u)) * 4u;\n"
-                 "    store_a(ak, am, " + r + ".x);\n    store_a(ak + 1u, am, " + r + ".y);\n"
-                 "    store_a(ak + 2u, am, " + r + ".z);\n    store_a(ak + 3u, am, " + r + ".w);\n  }\n";
-    }
-  } else {
-    for (int l = 0; l < bm * bk / 256; ++l) {
-      const std::string r = "ra" + std::to_string(l);
-      t.decl += "  var " + r + " = 0.0;\n";
-      const std::string pos = e_of(l) +
-                              "    let am = select(e % BM, e / BK, a_kfast);\n"
-                              "    let ak = select(e / BM, e % BK, a_kfast);\n";
-      t.load += "  {\n" + pos + "    let gm = m0 + am;\n    let gk = k0n + ak;\n    " + r + " = 0.0;\n" +
-                "    if (gm < p.m && gk < p.k) { " + r + " = load_a1(a_base + gm * p.a_sm + gk * p.a_sk); }\n  }\n";
-      t.store += "  {\n" + pos + "    store_a(ak, am, " + r + ");\n  }\n";
-    }
-  }
-  // B: BK x BN
-  if (b_mode == 0 && b_vec) {
-    for (int l = 0; l < bn * bk / 256 / 4; ++l) {
-      const std::string r = "rb" + std::to_string(l);
-      t.decl += "  var " + r + " = vec4<f32>();\n";
-      const std::string pos = e_of(l) + "    let bk = e / (BN / 4u);\n    let bn = (e % (BN / 4u)) * 4u;\n";
-      t.load += "  {\n" + pos + "    let gn = n0 + bn;\n    let gk = k0n + bk;\n    " + r + " = vec4<f32>();\n" +
-                "    if (gn < p.n && gk < p.k) { " + r + " = load_b4((b_base + gk * p.b_sk + gn) / 4u); }\n  }\n";
-      t.store += "  {\n" + pos + "    Bs[bk * (BN / 4u) + bn / 4u] = " + r + ";\n  }\n";
-    }
-  } else if (b_mode == 0) {
-    for (int l = 0; l < bn * bk / 256; ++l) {
-      const std::string r = "rb" + std::to_string(l);
-      t.decl += "  var " + r + " = 0.0;\n";
-      const std::string pos = e_of(l) +
-                              "    let bn = select(e / BK, e % BN, b_nfast);\n"
-                              "    let bk = select(e % BK, e / BN, b_nfast);\n";
-      t.load += "  {\n" + pos + "    let gn = n0 + bn;\n    let gk = k0n + bk;\n    " + r + " = 0.0;\n" +
-                "    if (gn < p.n && gk < p.k) { " + r + " = load_b1(b_base + gk * p.b_sk + gn * p.b_sn); }\n  }\n";
-      t.store += "  {\n" + pos + "    store_b(bk, bn, " + r + ");\n  }\n";
-    }
-  } else {
-    // q4: mode 1 reads B[k][n] = W[n][k] (BN weight rows, BK / 8 words each); mode 2 reads B[r][j] = W[r][j]
-    // (BK weight rows, BN / 8 words each). Items past the tile (small tiles) are skipped.
-    const int items = b_mode == 1 ? bn * (bk / 8) : bk * (bn / 8);
-    for (int l = 0; l * 256 < items; ++l) {
-      const std::string w = "rw" + std::to_string(l), sc = "rs" + std::to_string(l);
-      t.decl += "  var " + w + " = 0x88888888u;\n  var " + sc + " = 0.0;\n";
-      const std::string guard = "    if (e < " + std::to_string(items) + "u) {\n";
-      if (b_mode == 1) {
-        const std::string pos = "      let bn = e / (BK / 8u);\n      let wq = e % (BK / 8u);\n";
-        t.load += "  {\n" + e_of(l) + guard + pos +
-                  "      let gn = n0 + bn;\n      let gk = k0n + wq * 8u;\n"
-                  "      " + w + " = 0x88888888u;\n      " + sc + " = 0.0;\n"
-                  "      if (gn < p.n && gk < p.k) {\n"
-                  "        " + w + " = load_bw(gn * p.q_words + gk / 8u);\n"
-                  "        " + sc + " = scales[(gk / p.group_size) * p.q_rows + gn];\n      }\n    }\n  }\n";
-        t.store += "  {\n" + e_of(l) + guard + pos +
-                   "      for (var j = 0u; j < 8u; j = j + 1u) { store_b(wq * 8u + j, bn, dequant(" + w + ", j, " +
-                   sc + ")); }\n    }\n  }\n";
-      } else {
-        const std::string pos = "      let bk = e / (BN / 8u);\n      let wq = e % (BN / 8u);\n";
-        t.load += "  {\n" + e_of(l) + guard + pos +
-                  "      let gr = k0n + bk;\n      let gj = n0 + wq * 8u;\n"
-                  "      " + w + " = 0x88888888u;\n      " + sc + " = 0.0;\n"
-                  "      if (gr < p.k && gj < p.n) {\n"
-                  "        " + w + " = load_bw(gr * p.q_words + gj / 8u);\n"
-                  "        " + sc + " = scales[(gj / p.group_size) * p.q_rows + gr];\n      }\n    }\n  }\n";
-        t.store += "  {\n" + e_of(l) + guard + pos +
-                   "      for (var j = 0u; j < 8u; j = j + 1u) { store_b(bk, wq * 8u + j, dequant(" + w + ", j, " +
-                   sc + ")); }\n    }\n  }\n";
-      }
-    }
-  }
-  return cache.emplace(key, std::move(t)).first->second;
+// The variant of gemm.wgsl for these fields (its @variant lines say what each one means). The 24 variants are built
+// once, each sorted by key as the pipeline cache keeps them: a call only looks its variant up.
+const wgtrain::detail::KernelDefs& gemm_variant(int tm, GemmB::Mode mode, bool a_vec, bool b_vec) {
+  auto index = [](int tm_, int mode_, bool a_vec_, bool b_vec_) {
+    return static_cast<size_t>(((tm_ == 8 ? 3 : 0) + mode_) * 4 + (a_vec_ ? 2 : 0) + (b_vec_ ? 1 : 0));
+  };
+  static const auto table = [&] {
+    std::array<wgtrain::detail::KernelDefs, 24> t;
+    for (int tm_ : {4, 8})
+      for (int mode_ : {0, 1, 2})
+        for (bool av : {false, true})
+          for (bool bv : {false, true})
+            t[index(tm_, mode_, av, bv)] = {{"A_TYPE", av ? "vec4<f32>" : "f32"},
+                                            {"A_VEC", av ? "true" : "false"},
+                                            {"B_MODE", std::to_string(mode_)},
+                                            {"B_TYPE", mode_ != GemmB::F32 ? "u32" : (bv ? "vec4<f32>" : "f32")},
+                                            {"B_VEC", bv ? "true" : "false"},
+                                            {"TM", std::to_string(tm_)}};
+    return t;
+  }();
+  return table[index(tm, static_cast<int>(mode), a_vec, b_vec)];
 }
 
 }  // namespace
@@ -207,42 +96,13 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   // the device was opened with it (DeviceOptions::cooperative_matrix).
   const bool coopmat = dev.features.cooperative_matrix;
   const int64_t tile = coopmat ? 64 : 16 * tm;
-  const GemmCode& code = gemm_code(tm);
   // 16-byte loads where an operand is row-major with every row and offset a multiple of 4 floats.
   const bool a_vec = K % 4 == 0 && a.strides()[2] == 1 && a.offset() % 4 == 0 && a.strides()[1] % 4 == 0 &&
                      a.strides()[0] % 4 == 0;
   const bool b_vec = gb.mode == GemmB::F32 && N % 4 == 0 && b.strides()[2] == 1 && b.offset() % 4 == 0 &&
                      b.strides()[1] % 4 == 0 && b.strides()[0] % 4 == 0;
-  const char* b_type = gb.mode != GemmB::F32 ? "u32" : (b_vec ? "vec4<f32>" : "f32");
-  const TileCode& tile_code = gemm_tile_code(tm, a_vec, static_cast<uint32_t>(gb.mode), b_vec);
-  std::string acc = a_vec ? "fn load_a1(i: u32) -> f32 { return a[i / 4u][i % 4u]; }\n"
-                            "fn load_a4(i: u32) -> vec4<f32> { return a[i]; }\n"
-                          : "fn load_a1(i: u32) -> f32 { return a[i]; }\n"
-                            "fn load_a4(i: u32) -> vec4<f32> {\n"
-                            "  return vec4<f32>(a[4u * i], a[4u * i + 1u], a[4u * i + 2u], a[4u * i + 3u]);\n}\n";
-  if (b_vec)
-    acc += "fn load_b1(i: u32) -> f32 { return b[i / 4u][i % 4u]; }\n"
-           "fn load_b4(i: u32) -> vec4<f32> { return b[i]; }\n"
-           "fn load_bw(i: u32) -> u32 { return 0u; }\n";
-  else
-    acc += std::string("fn load_b1(i: u32) -> f32 { return f32(b[i]); }\n") +
-           "fn load_b4(i: u32) -> vec4<f32> {\n"
-           "  return vec4<f32>(f32(b[4u * i]), f32(b[4u * i + 1u]), f32(b[4u * i + 2u]), f32(b[4u * i + 3u]));\n}\n"
-           "fn load_bw(i: u32) -> u32 { return u32(b[i]); }\n";
   const auto& pipe = coopmat ? dev.pipeline("matmul/gemm_coopmat", {{"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))}})
-                              : dev.pipeline("matmul/gemm", {{"TM", std::to_string(tm)},
-                                                  {"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))},
-                                                  {"B_TYPE", b_type},
-                                                  {"A_TYPE", a_vec ? "vec4<f32>" : "f32"},
-                                                  {"A_VEC", a_vec ? "true" : "false"},
-                                                  {"B_VEC", b_vec ? "true" : "false"},
-                                                  {"ACCESSORS", acc},
-                                                  {"ACC_DECL", code.acc_decl},
-                                                  {"INNER", code.inner},
-                                                  {"STORE", code.store},
-                                                  {"TILE_DECL", tile_code.decl},
-                                                  {"TILE_LOAD", tile_code.load},
-                                                  {"TILE_STORE", tile_code.store}});
+                              : dev.pipeline("matmul/gemm", gemm_variant(tm, gb.mode, a_vec, b_vec));
   const uint32_t gx = u32((N + tile - 1) / tile, "N tiles"), gy = u32((M + tile - 1) / tile, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   // Unused bindings still need a buffer; any read-only one will do.
@@ -266,7 +126,8 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
     struct alignas(16) SplitParams {
       uint32_t n, splits, c_off, pad;
     } sp{u32(M * N, "outputs"), u32(splits, "splits"), u32(c.offset(), "offset"), 0};
-    const auto& sum_pipe = dev.pipeline("matmul/split_sum", {{"ACCUMULATE", accumulate ? "true" : "false"}});
+    static const wgtrain::detail::KernelDefs sum_variants[2] = {{{"ACCUMULATE", "false"}}, {{"ACCUMULATE", "true"}}};
+    const auto& sum_pipe = dev.pipeline("matmul/split_sum", sum_variants[accumulate ? 1 : 0]);
     const auto [sx, sy] = dev.grid((static_cast<uint64_t>(M * N) + 255) / 256);
     dev.dispatch({op, &sum_pipe, &sp, sizeof sp, {{part.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
     return;
@@ -281,9 +142,6 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
 }
 
 }  // namespace detail
-
-namespace {
-}  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_dtype("mm", a, "self", {DType::F32});
