@@ -9,10 +9,12 @@
 // in blocks of 4 x 4 spaced 64 apart, so that it reads its A and B values from workgroup memory as vec4s and
 // neighbouring threads write neighbouring 16-byte runs of C. A and B tiles are staged in workgroup memory BK = 16
 // deep in k, loaded a tile ahead into registers; q4 tiles are dequantised on the way into workgroup memory, one u32
-// word (8 weights) per load. Every per-thread loop below has a trip count fixed by the variant (TM, BK and the
-// load counts are constants), and each small private array (the accumulators, the staged tile) is indexed by the
-// counter of a loop that runs over exactly its length: the GPU compiler unrolls those loops, and the arrays stay in
-// registers.
+// word (8 weights) per load.
+// Registers: the accumulators and the staged tile are small private arrays, and every loop that indexes one has a
+// trip count fixed by the variant and small enough for the GPU compilers to unroll it, so that the arrays stay in
+// registers. The loops that would be long (the TM x TM stores) are written out instead: NVIDIA's Vulkan compiler
+// left a 64-store loop rolled, the accumulators went to memory, and the product ran 15 times slower. Everything
+// stays in main: with a function returning the staged tile, the H200 ran it 30% slower.
 // Split-K (k_chunk > 0): a product with few output tiles and a long k (a weight gradient, summed over every token)
 // is cut along k into chunks of k_chunk (a multiple of BK), chunk z of the grid writing its partial product to
 // c[z]; split_sum.wgsl then adds the chunks up.
@@ -35,14 +37,14 @@ const BK: u32 = 16u;
 const G: u32 = TM / 4u;  // vec4 groups per thread and side
 
 // How many loads each thread makes of the next tile (256 threads share it): A as vec4s or single floats, B as
-// vec4s or floats, or (q4) as u32 words of 8 codes, the BN * BK / 8 (or BK * BN / 8) words of a tile spread over
-// Q_LOADS rounds of which the last may leave threads idle.
+// vec4s or floats, or (q4) one u32 word of 8 codes, the Q_ITEMS words of a tile (BN * BK / 8) being at most one per
+// thread (threads past them idle).
 const A_LOADS4: u32 = BM * BK / 256u / 4u;
 const A_LOADS1: u32 = BM * BK / 256u;
 const B_LOADS4: u32 = BN * BK / 256u / 4u;
 const B_LOADS1: u32 = BN * BK / 256u;
-const Q_ITEMS: u32 = select(BK * (BN / 8u), BN * (BK / 8u), B_MODE == 1u);
-const Q_LOADS: u32 = (Q_ITEMS + 255u) / 256u;
+const Q_ITEMS: u32 = BN * BK / 8u;
+const_assert Q_ITEMS <= 256u;
 
 struct Params {
   m: u32,
@@ -115,164 +117,6 @@ fn dequant(word: u32, j: u32, scale: f32) -> f32 {
   return (f32((word >> (4u * j)) & 15u) - 8.0) * scale;
 }
 
-// Where this thread's workgroup sits, and what its loads need to know.
-struct Tile {
-  m0: u32,
-  n0: u32,
-  tid: u32,
-  a_base: u32,
-  b_base: u32,
-  a_kfast: bool,  // A's k stride is 1: neighbouring threads take neighbouring k
-  b_nfast: bool,  // B's n stride is 1: neighbouring threads take neighbouring n
-}
-
-// This thread's share of one k-tile of A (BM x BK) and B (BK x BN), held in registers between its global loads and
-// its stores to workgroup memory. Each form of A and B has its own arrays; a variant uses one of each.
-struct Staged {
-  a4: array<vec4<f32>, A_LOADS4>,
-  a1: array<f32, A_LOADS1>,
-  b4: array<vec4<f32>, B_LOADS4>,
-  b1: array<f32, B_LOADS1>,
-  w: array<u32, Q_LOADS>,  // q4: code words
-  s: array<f32, Q_LOADS>,  // q4: their scales
-}
-
-// The global loads of the k-tile starting at k0n. Thread `tid` takes elements tid, tid + 256, ... of each tile, in
-// an order that makes neighbouring threads read neighbouring addresses; outside M, N or K it takes zeros.
-fn load_tile(t: Tile, k0n: u32) -> Staged {
-  var r: Staged;
-  if (A_VEC) {
-    for (var l = 0u; l < A_LOADS4; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      let gm = t.m0 + e / (BK / 4u);
-      let gk = k0n + (e % (BK / 4u)) * 4u;
-      r.a4[l] = vec4<f32>();
-      if (gm < p.m && gk < p.k) { r.a4[l] = load_a4((t.a_base + gm * p.a_sm + gk) / 4u); }
-    }
-  } else {
-    for (var l = 0u; l < A_LOADS1; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      let am = select(e % BM, e / BK, t.a_kfast);
-      let ak = select(e / BM, e % BK, t.a_kfast);
-      let gm = t.m0 + am;
-      let gk = k0n + ak;
-      r.a1[l] = 0.0;
-      if (gm < p.m && gk < p.k) { r.a1[l] = load_a1(t.a_base + gm * p.a_sm + gk * p.a_sk); }
-    }
-  }
-  if (B_MODE == 0u && B_VEC) {
-    for (var l = 0u; l < B_LOADS4; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      let bk = e / (BN / 4u);
-      let bn = (e % (BN / 4u)) * 4u;
-      let gn = t.n0 + bn;
-      let gk = k0n + bk;
-      r.b4[l] = vec4<f32>();
-      if (gn < p.n && gk < p.k) { r.b4[l] = load_b4((t.b_base + gk * p.b_sk + gn) / 4u); }
-    }
-  } else if (B_MODE == 0u) {
-    for (var l = 0u; l < B_LOADS1; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      let bn = select(e / BK, e % BN, t.b_nfast);
-      let bk = select(e % BK, e / BN, t.b_nfast);
-      let gn = t.n0 + bn;
-      let gk = k0n + bk;
-      r.b1[l] = 0.0;
-      if (gn < p.n && gk < p.k) { r.b1[l] = load_b1(t.b_base + gk * p.b_sk + gn * p.b_sn); }
-    }
-  } else if (B_MODE == 1u) {
-    // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
-    for (var l = 0u; l < Q_LOADS; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      if (e < Q_ITEMS) {
-        let bn = e / (BK / 8u);
-        let wq = e % (BK / 8u);
-        let gn = t.n0 + bn;
-        let gk = k0n + wq * 8u;
-        r.w[l] = 0x88888888u;
-        r.s[l] = 0.0;
-        if (gn < p.n && gk < p.k) {
-          r.w[l] = load_bw(gn * p.q_words + gk / 8u);
-          r.s[l] = scales[(gk / p.group_size) * p.q_rows + gn];
-        }
-      }
-    }
-  } else {
-    // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
-    for (var l = 0u; l < Q_LOADS; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      if (e < Q_ITEMS) {
-        let bk = e / (BN / 8u);
-        let wq = e % (BN / 8u);
-        let gr = k0n + bk;
-        let gj = t.n0 + wq * 8u;
-        r.w[l] = 0x88888888u;
-        r.s[l] = 0.0;
-        if (gr < p.k && gj < p.n) {
-          r.w[l] = load_bw(gr * p.q_words + gj / 8u);
-          r.s[l] = scales[(gj / p.group_size) * p.q_rows + gr];
-        }
-      }
-    }
-  }
-  return r;
-}
-
-// The staged registers to workgroup memory, each element where load_tile took it from; q4 words dequantised.
-fn store_tile(t: Tile, r: Staged) {
-  if (A_VEC) {
-    for (var l = 0u; l < A_LOADS4; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      let am = e / (BK / 4u);
-      let ak = (e % (BK / 4u)) * 4u;
-      store_a(ak, am, r.a4[l].x);
-      store_a(ak + 1u, am, r.a4[l].y);
-      store_a(ak + 2u, am, r.a4[l].z);
-      store_a(ak + 3u, am, r.a4[l].w);
-    }
-  } else {
-    for (var l = 0u; l < A_LOADS1; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      let am = select(e % BM, e / BK, t.a_kfast);
-      let ak = select(e / BM, e % BK, t.a_kfast);
-      store_a(ak, am, r.a1[l]);
-    }
-  }
-  if (B_MODE == 0u && B_VEC) {
-    for (var l = 0u; l < B_LOADS4; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      let bk = e / (BN / 4u);
-      let bn = (e % (BN / 4u)) * 4u;
-      Bs[bk * (BN / 4u) + bn / 4u] = r.b4[l];
-    }
-  } else if (B_MODE == 0u) {
-    for (var l = 0u; l < B_LOADS1; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      let bn = select(e / BK, e % BN, t.b_nfast);
-      let bk = select(e % BK, e / BN, t.b_nfast);
-      store_b(bk, bn, r.b1[l]);
-    }
-  } else if (B_MODE == 1u) {
-    for (var l = 0u; l < Q_LOADS; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      if (e < Q_ITEMS) {
-        let bn = e / (BK / 8u);
-        let wq = e % (BK / 8u);
-        for (var j = 0u; j < 8u; j = j + 1u) { store_b(wq * 8u + j, bn, dequant(r.w[l], j, r.s[l])); }
-      }
-    }
-  } else {
-    for (var l = 0u; l < Q_LOADS; l = l + 1u) {
-      let e = t.tid + l * 256u;
-      if (e < Q_ITEMS) {
-        let bk = e / (BN / 8u);
-        let wq = e % (BN / 8u);
-        for (var j = 0u; j < 8u; j = j + 1u) { store_b(bk, wq * 8u + j, dequant(r.w[l], j, r.s[l])); }
-      }
-    }
-  }
-}
-
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
   // The output layer: the batch, or in split-K the chunk (whose operands are batch 0's).
@@ -282,8 +126,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let n0 = wid.x * BN;
   let tid = lid.y * 16u + lid.x;
   _ = &scales;  // one bind group layout for every variant: the f32 ones read no scales
-  let tile = Tile(m0, n0, tid, p.a_off + bat * p.a_sb, p.b_off + bat * p.b_sb, (p.flags & 4u) != 0u,
-                  (p.flags & 8u) != 0u);
+  let a_base = p.a_off + bat * p.a_sb;
+  let b_base = p.b_off + bat * p.b_sb;
+  let a_kfast = (p.flags & 4u) != 0u;  // A's k stride is 1: neighbouring threads take neighbouring k
+  let b_nfast = (p.flags & 8u) != 0u;  // B's n stride is 1: neighbouring threads take neighbouring n
 
   var k_begin = 0u;
   var k_end = p.k;
@@ -292,46 +138,189 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     k_end = min(p.k, k_begin + p.k_chunk);
   }
 
-  // The thread's TM x TM outputs, as TM rows of G vec4s: acc[i][q] holds row (i / 4) * 64 + 4 lid.y + i % 4 of the
-  // tile, columns q * 64 + 4 lid.x + 0..3. Indexed only by the counters of loops whose trip counts are the array's
-  // lengths (i < TM, q < G), the form compilers unroll for certain, so that it stays in registers (indexed as
-  // acc[i * G + q], llvmpipe kept it in memory: 40% slower).
-  var acc: array<array<vec4<f32>, G>, TM>;
-  // Software pipelining: the next k-tile's global loads go out (into registers) before the current tile's
-  // products, so their latency hides behind the arithmetic; the registers go to workgroup memory at the top of the
-  // next iteration (on the H200: 3-9% on 4096^3 products).
+  // The thread's outputs: acc[i][q] holds row (i / 4) * 64 + 4 lid.y + i % 4 of the tile, columns
+  // q * 64 + 4 lid.x + 0..3, for i < TM and q < G (sized for TM = 8; a TM = 4 variant uses acc[0..3][0]).
+  var acc: array<array<vec4<f32>, 2>, 8>;
+  // This thread's share of the next k-tile, between its global loads and its stores to workgroup memory: A as
+  // vec4s or floats, B as vec4s or floats, or (q4) a code word and its scale. A variant uses one form of each.
+  var ra4: array<vec4<f32>, A_LOADS4>;
+  var ra1: array<f32, A_LOADS1>;
+  var rb4: array<vec4<f32>, B_LOADS4>;
+  var rb1: array<f32, B_LOADS1>;
+  var rw = 0x88888888u;
+  var rs = 0.0;
+
+  // Software pipelining: each iteration sends the global loads of tile k0n (into registers) before the products of
+  // the tile already in workgroup memory, so that their latency hides behind the arithmetic, then stores them to
+  // workgroup memory for the next iteration (on the H200: 3-9% on 4096^3 products).
   var k0n = k_begin;
-  var staged = load_tile(tile, k0n);
-  for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
-    store_tile(tile, staged);
-    workgroupBarrier();
-    k0n = k0 + BK;
+  loop {
+    // 1. Global loads of tile k0n. Thread tid takes elements tid, tid + 256, ... of each tile, in an order that
+    // makes neighbouring threads read neighbouring addresses; outside M, N or K it takes zeros.
     if (k0n < k_end) {
-      staged = load_tile(tile, k0n);
-    }
-    for (var kk = 0u; kk < BK; kk = kk + 1u) {
-      var av: array<vec4<f32>, G>;
-      var bv: array<vec4<f32>, G>;
-      for (var q = 0u; q < G; q = q + 1u) {
-        av[q] = As[kk * (BM / 4u) + q * 16u + lid.y];
-        bv[q] = Bs[kk * (BN / 4u) + q * 16u + lid.x];
+      if (A_VEC) {
+        for (var l = 0u; l < A_LOADS4; l = l + 1u) {
+          let e = tid + l * 256u;
+          let gm = m0 + e / (BK / 4u);
+          let gk = k0n + (e % (BK / 4u)) * 4u;
+          ra4[l] = vec4<f32>();
+          if (gm < p.m && gk < p.k) { ra4[l] = load_a4((a_base + gm * p.a_sm + gk) / 4u); }
+        }
+      } else {
+        for (var l = 0u; l < A_LOADS1; l = l + 1u) {
+          let e = tid + l * 256u;
+          let am = select(e % BM, e / BK, a_kfast);
+          let ak = select(e / BM, e % BK, a_kfast);
+          let gm = m0 + am;
+          let gk = k0n + ak;
+          ra1[l] = 0.0;
+          if (gm < p.m && gk < p.k) { ra1[l] = load_a1(a_base + gm * p.a_sm + gk * p.a_sk); }
+        }
       }
-      for (var i = 0u; i < TM; i = i + 1u) {
-        for (var q = 0u; q < G; q = q + 1u) {
-          acc[i][q] = fma(vec4<f32>(av[i / 4u][i % 4u]), bv[q], acc[i][q]);
+      if (B_MODE == 0u && B_VEC) {
+        for (var l = 0u; l < B_LOADS4; l = l + 1u) {
+          let e = tid + l * 256u;
+          let bk = e / (BN / 4u);
+          let bn = (e % (BN / 4u)) * 4u;
+          let gn = n0 + bn;
+          let gk = k0n + bk;
+          rb4[l] = vec4<f32>();
+          if (gn < p.n && gk < p.k) { rb4[l] = load_b4((b_base + gk * p.b_sk + gn) / 4u); }
+        }
+      } else if (B_MODE == 0u) {
+        for (var l = 0u; l < B_LOADS1; l = l + 1u) {
+          let e = tid + l * 256u;
+          let bn = select(e / BK, e % BN, b_nfast);
+          let bk = select(e % BK, e / BN, b_nfast);
+          let gn = n0 + bn;
+          let gk = k0n + bk;
+          rb1[l] = 0.0;
+          if (gn < p.n && gk < p.k) { rb1[l] = load_b1(b_base + gk * p.b_sk + gn * p.b_sn); }
+        }
+      } else if (B_MODE == 1u && tid < Q_ITEMS) {
+        // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
+        let bn = tid / (BK / 8u);
+        let wq = tid % (BK / 8u);
+        let gn = n0 + bn;
+        let gk = k0n + wq * 8u;
+        rw = 0x88888888u;
+        rs = 0.0;
+        if (gn < p.n && gk < p.k) {
+          rw = load_bw(gn * p.q_words + gk / 8u);
+          rs = scales[(gk / p.group_size) * p.q_rows + gn];
+        }
+      } else if (B_MODE == 2u && tid < Q_ITEMS) {
+        // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
+        let bk = tid / (BN / 8u);
+        let wq = tid % (BN / 8u);
+        let gr = k0n + bk;
+        let gj = n0 + wq * 8u;
+        rw = 0x88888888u;
+        rs = 0.0;
+        if (gr < p.k && gj < p.n) {
+          rw = load_bw(gr * p.q_words + gj / 8u);
+          rs = scales[(gj / p.group_size) * p.q_rows + gr];
         }
       }
     }
-    workgroupBarrier();
-  }
 
-  for (var i = 0u; i < TM; i = i + 1u) {
-    for (var q = 0u; q < G; q = q + 1u) {
-      for (var j = 0u; j < 4u; j = j + 1u) {
-        store_c(out_bat, m0 + (i / 4u) * 64u + i % 4u + 4u * lid.y, n0 + q * 64u + j + 4u * lid.x, acc[i][q][j]);
+    // 2. The products of the previous tile, in workgroup memory since the last iteration.
+    if (k0n != k_begin) {
+      for (var kk = 0u; kk < BK; kk = kk + 1u) {
+        var av: array<vec4<f32>, G>;
+        var bv: array<vec4<f32>, G>;
+        for (var q = 0u; q < G; q = q + 1u) {
+          av[q] = As[kk * (BM / 4u) + q * 16u + lid.y];
+          bv[q] = Bs[kk * (BN / 4u) + q * 16u + lid.x];
+        }
+        for (var i = 0u; i < TM; i = i + 1u) {
+          for (var q = 0u; q < G; q = q + 1u) {
+            acc[i][q] = fma(vec4<f32>(av[i / 4u][i % 4u]), bv[q], acc[i][q]);
+          }
+        }
+      }
+      workgroupBarrier();
+    }
+    if (k0n >= k_end) {
+      break;
+    }
+
+    // 3. Tile k0n to workgroup memory, each element where its load took it from; q4 words dequantised.
+    if (A_VEC) {
+      for (var l = 0u; l < A_LOADS4; l = l + 1u) {
+        let e = tid + l * 256u;
+        let am = e / (BK / 4u);
+        let ak = (e % (BK / 4u)) * 4u;
+        store_a(ak, am, ra4[l].x);
+        store_a(ak + 1u, am, ra4[l].y);
+        store_a(ak + 2u, am, ra4[l].z);
+        store_a(ak + 3u, am, ra4[l].w);
+      }
+    } else {
+      for (var l = 0u; l < A_LOADS1; l = l + 1u) {
+        let e = tid + l * 256u;
+        let am = select(e % BM, e / BK, a_kfast);
+        let ak = select(e / BM, e % BK, a_kfast);
+        store_a(ak, am, ra1[l]);
       }
     }
+    if (B_MODE == 0u && B_VEC) {
+      for (var l = 0u; l < B_LOADS4; l = l + 1u) {
+        let e = tid + l * 256u;
+        let bk = e / (BN / 4u);
+        let bn = (e % (BN / 4u)) * 4u;
+        Bs[bk * (BN / 4u) + bn / 4u] = rb4[l];
+      }
+    } else if (B_MODE == 0u) {
+      for (var l = 0u; l < B_LOADS1; l = l + 1u) {
+        let e = tid + l * 256u;
+        let bn = select(e / BK, e % BN, b_nfast);
+        let bk = select(e % BK, e / BN, b_nfast);
+        store_b(bk, bn, rb1[l]);
+      }
+    } else if (B_MODE == 1u && tid < Q_ITEMS) {
+      let bn = tid / (BK / 8u);
+      let wq = tid % (BK / 8u);
+      for (var j = 0u; j < 8u; j = j + 1u) { store_b(wq * 8u + j, bn, dequant(rw, j, rs)); }
+    } else if (B_MODE == 2u && tid < Q_ITEMS) {
+      let bk = tid / (BN / 8u);
+      let wq = tid % (BN / 8u);
+      for (var j = 0u; j < 8u; j = j + 1u) { store_b(bk, wq * 8u + j, dequant(rw, j, rs)); }
+    }
+    workgroupBarrier();
+    k0n = k0n + BK;
   }
+
+  // 4. The outputs, row by row, in vec4s (written out: see the top; TM = 8 has rows 4-7 and a second column
+  // group, 64 further on).
+  let gm = m0 + 4u * lid.y;
+  let gn = n0 + 4u * lid.x;
+  store_c4(out_bat, gm + 0u, gn, acc[0][0]);
+  if (TM == 8u) { store_c4(out_bat, gm + 0u, gn + 64u, acc[0][1]); }
+  store_c4(out_bat, gm + 1u, gn, acc[1][0]);
+  if (TM == 8u) { store_c4(out_bat, gm + 1u, gn + 64u, acc[1][1]); }
+  store_c4(out_bat, gm + 2u, gn, acc[2][0]);
+  if (TM == 8u) { store_c4(out_bat, gm + 2u, gn + 64u, acc[2][1]); }
+  store_c4(out_bat, gm + 3u, gn, acc[3][0]);
+  if (TM == 8u) { store_c4(out_bat, gm + 3u, gn + 64u, acc[3][1]); }
+  if (TM == 8u) {
+    store_c4(out_bat, gm + 64u, gn, acc[4][0]);
+    store_c4(out_bat, gm + 64u, gn + 64u, acc[4][1]);
+    store_c4(out_bat, gm + 65u, gn, acc[5][0]);
+    store_c4(out_bat, gm + 65u, gn + 64u, acc[5][1]);
+    store_c4(out_bat, gm + 66u, gn, acc[6][0]);
+    store_c4(out_bat, gm + 66u, gn + 64u, acc[6][1]);
+    store_c4(out_bat, gm + 67u, gn, acc[7][0]);
+    store_c4(out_bat, gm + 67u, gn + 64u, acc[7][1]);
+  }
+}
+
+// Four outputs of a row, from columns gn.. gn + 3.
+fn store_c4(bat: u32, gm: u32, gn: u32, v: vec4<f32>) {
+  store_c(bat, gm, gn, v.x);
+  store_c(bat, gm, gn + 1u, v.y);
+  store_c(bat, gm, gn + 2u, v.z);
+  store_c(bat, gm, gn + 3u, v.w);
 }
 
 // One output: bias, accumulation, and the bounds check for tiles that overhang M or N.
