@@ -100,7 +100,9 @@ TEST(Dropout, IsItsOwnBackwardUnderTheSameKey) {
   const auto dx = ops::dropout(upload(g), key, 0.25, 4).to_host_f32();
   for (size_t i = 0; i < y.size(); ++i) {
     EXPECT_EQ(y[i] == 0.0f, dx[i] == 0.0f) << i;
-    if (y[i] != 0) EXPECT_FLOAT_EQ(dx[i] / static_cast<float>(g.data[i]), y[i] / static_cast<float>(x.data[i])) << i;
+    if (y[i] != 0) {
+      EXPECT_FLOAT_EQ(dx[i] / static_cast<float>(g.data[i]), y[i] / static_cast<float>(x.data[i])) << i;
+    }
   }
 }
 
