@@ -315,8 +315,9 @@ int run_train(const TrainCliOptions& cli) {
       const std::string line = std::string(head) + " " + bar + " " + tail;
       if (tty) {
         // Fullest first; a narrow terminal drops the bar, then the elapsed time and rate.
-        char bare[96];
-        std::snprintf(bare, sizeof bare, "%s loss %.4f%s ETA %s", head, s.loss, val, eta_text.c_str());
+        char loss_text[32];
+        std::snprintf(loss_text, sizeof loss_text, "%.4f", s.loss);
+        const std::string bare = std::string(head) + " loss " + loss_text + val + " ETA " + eta_text;
         std::printf("\r%s", fit_line({line, std::string(head) + " " + tail, bare}, terminal_columns(STDOUT_FILENO))
                                 .c_str());
         if (s.val_loss || s.step == steps) std::printf("\n");
