@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -54,6 +56,17 @@ const char* kSmallModel =
     R"({"vocab_size": 512, "dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 128,
         "max_seq_len": 64})";
 
+// Prints how long a part of a long test took, so that whoever has to shorten the test sees where its time goes.
+struct SectionTimer {
+  const char* name;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~SectionTimer() {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    std::printf("[ section  ] %s: %.1f s\n", name, took.count());
+    std::fflush(stdout);
+  }
+};
+
 // Cross-entropy of the validation text under the training text's unigram distribution (add-one smoothed): what a
 // model that ignores context scores.
 double unigram_entropy(const Tokenizer& tok, const std::string& corpus) {
@@ -83,6 +96,7 @@ TEST(Train, OnBrownThenFineTunedOnFortunesThenSampled) {
   o.save_every = 1000;
   double final_val = NAN, unigram = NAN;
   {
+    SectionTimer timer{"pretraining on Brown"};
     Trainer t(train_device(), o);
     t.run([&](const StepInfo& s) {
       if (s.val_loss) final_val = *s.val_loss;
@@ -104,6 +118,7 @@ TEST(Train, OnBrownThenFineTunedOnFortunesThenSampled) {
   }
   {
     SCOPED_TRACE("fine-tuning on the fortunes");
+    SectionTimer timer{"fine-tuning"};
     TrainOptions f;
     f.init_from = dir;
     f.data = "fortunes";
@@ -127,6 +142,7 @@ TEST(Train, OnBrownThenFineTunedOnFortunesThenSampled) {
   }
   {
     SCOPED_TRACE("generation");
+    SectionTimer timer{"generation"};
     Generator g(train_device(), dir);
     GenerateOptions go;
     go.prompt = "The jury said";
@@ -146,6 +162,7 @@ TEST(Train, OnBrownThenFineTunedOnFortunesThenSampled) {
   }
   {
     SCOPED_TRACE("exported, re-imported and LoRA-fine-tuned on the fortunes as chat data");
+    SectionTimer timer{"export, import, LoRA"};
     // The Brown model as a Hugging Face directory, read back as any Hugging Face model is.
     const fs::path hf_dir = scratch("brown-hf");
     {
