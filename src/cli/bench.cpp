@@ -2,12 +2,14 @@
 
 #include "cli/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -33,6 +35,7 @@ struct Result {
   double flops = 0, bytes = 0, seconds = 0;
   int reps = 0;
   bool timestamps = false;
+  std::optional<MemoryUsage> memory{};  // train_step: the pool's high-water mark, by category
 };
 
 // Uniform in [lo, hi) from a counter hash (splitmix64): fast enough for the 4 GB of a 8192 x 128256 logits tensor.
@@ -127,21 +130,44 @@ struct Sink {
     char line[512];
     std::snprintf(line, sizeof line,
                   "{\"name\": \"%s\", \"shape\": \"%s\", \"flops\": %.6g, \"bytes\": %.6g, \"seconds\": %.6g, "
-                  "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"}\n",
+                  "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"",
                   r.name.c_str(), r.shape.c_str(), r.flops, r.bytes, r.seconds, r.reps,
                   r.timestamps ? "true" : "false", device.c_str(), backend.c_str());
     lines += line;
+    if (r.memory) {
+      // Bytes: the pool's high-water mark and its split (wgtrain/device.h MemoryUsage), keys as the categories.
+      lines += ", \"memory\": {\"total\": " + std::to_string(r.memory->total);
+      for (int c = 0; c < kMemoryCategories; ++c) {
+        std::string key = memory_category_name(static_cast<MemoryCategory>(c));
+        std::replace(key.begin(), key.end(), ' ', '_');
+        lines += ", \"" + key + "\": " + std::to_string(r.memory->by_category[c]);
+      }
+      lines += ", \"pool_overhead\": " + std::to_string(r.memory->pool_overhead) + "}";
+    }
+    lines += "}\n";
     write_file_atomic(json_path, lines);
   }
 };
 
 // Runs one benchmark; a failure (out of memory, say) is reported and counted, and the others go on.
+// Each starts from an emptied pool with a fresh high-water mark, so that no row runs beside the buffers of the rows
+// before it (on the H200, adamw_step took twice as long after the multi-GB fused_ce rows as alone). Once a row's
+// tensors are gone the pool must hold what it held before the row; a row that leaves buffers behind fails.
+// (What does carry over: compiled pipelines, the uniform ring, the GPU's clocks and caches.)
 using Guard = std::function<void(const char*, const std::function<void()>&)>;
-template <class Dev>
-Guard guard(Sink& results, Dev& dev) {
+Guard guard(Sink& results, Device& dev) {
   return [&results, &dev](const char* what, const std::function<void()>& fn) {
     try {
+      dev.release_cached_memory();
+      const uint64_t before = dev.memory().current.in_use();
+      dev.reset_peak_memory();
       fn();
+      dev.release_cached_memory();
+      const MemoryUsage after = dev.memory().current;
+      if (after.in_use() != before || after.idle != 0)
+        throw Error("after this row " + std::to_string(after.in_use()) + " bytes are in use (" +
+                    std::to_string(before) + " before it) and " + std::to_string(after.idle) +
+                    " idle in the pool: the next row would run beside them");
     } catch (const Error& e) {
       ++results.failures;
       std::printf("%-26s failed: %s\n", what, e.what());
@@ -260,7 +286,7 @@ int run_bench(const BenchOptions& opt) {
   std::printf("\n");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};
-  const auto guarded = guard(results, dev);
+  const Guard guarded = guard(results, dev);
   auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
   // A benchmark whose ops this backend lacks is skipped with a line saying so.
   auto runs = [&](const char* what, const std::vector<std::string>& ops) {
@@ -307,7 +333,9 @@ int run_bench(const BenchOptions& opt) {
     const LlamaConfig c = LlamaConfig::preset(preset);
     const int64_t B = q ? 2 : opt.train_batch, T = std::min(q ? int64_t{32} : opt.train_seq, c.max_seq_len);
     Llama model(dev, c, 1);
+    std::optional<MemoryScope> moments(std::in_place, dev, MemoryCategory::OptimizerState);
     const Tensor m = ops::full(dev, {model.arena_size()}, 0.0), v = ops::full(dev, {model.arena_size()}, 0.0);
+    moments.reset();
     ops::AdamWOptions ao;
     ao.lr = 1e-3;
     ao.beta2 = 0.95;
@@ -326,6 +354,10 @@ int run_bench(const BenchOptions& opt) {
     }
     Tensor loss;
     const Recording step = dev.record([&] { loss = model.train_step(tokens, targets, opt_w); });
+    // The pool's high-water mark of this row (model, optimizer, the recorded step), beside PyTorch's
+    // torch.cuda.max_memory_allocated in bench/torch_llama.py.
+    const MemoryUsage memory = dev.memory().peak;
+    std::printf("train_step GPU memory (pool high-water mark): %s\n", describe_memory(memory).c_str());
     // The first steps' losses, for comparison with the same model elsewhere.
     std::vector<double> losses;
     int64_t s = 0;
@@ -346,10 +378,11 @@ int run_bench(const BenchOptions& opt) {
     std::printf("train_step losses of steps 1-5: %.6f %.6f %.6f %.6f %.6f (%zu dispatches a step)\n", losses[0],
                 losses[1], losses[2], losses[3], losses[4], step.dispatches());
     const std::string shape = preset + " " + dims({B, T});
-    const Result r = measure(dev, "train_step", shape, train_step_flops(c, B, T), 0, [&] {
+    Result r = measure(dev, "train_step", shape, train_step_flops(c, B, T), 0, [&] {
       opt_w.set_step(++s, ao.lr);
       step.replay();
     });
+    r.memory = memory;
     results.push_back(r);
     // With the loss read back every step, as the trainer does: wall clock, host included.
     const int reps = q ? 3 : 20;

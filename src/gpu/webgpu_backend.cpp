@@ -142,6 +142,12 @@ std::string error_type_name(uint32_t type) {
   }
 }
 
+void WebGpuBackend::trim() {
+  for (auto& [cap, list] : free_readback_)
+    for (auto b : list) api.BufferRelease(b);
+  free_readback_.clear();
+}
+
 WebGpuBackend::~WebGpuBackend() {
   try {
     if (device && !lost_) synchronize();

@@ -136,6 +136,7 @@ struct Trainer::Impl {
   Tensor tokens, targets, eval_tokens, eval_targets;
   Tensor train_loss, eval_loss;
   Recording train_step, eval_step;
+  MemoryReport step_memory;
   // The curve so far: (step, loss) and (step, val loss); mirrored in loss.csv.
   std::vector<std::pair<double, double>> train_curve, val_curve;
   std::unique_ptr<detail::LossLog> csv;
@@ -339,6 +340,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
       load_checkpoint((fs::path(opt_.init_from) / kCheckpoint).string(), *model_, nullptr, nullptr);
   }
   if (model_->arena_size() > 0) {
+    const MemoryScope scope(device_, MemoryCategory::OptimizerState);
     s.m = ops::full(device_, {model_->arena_size()}, 0.0);
     s.v = ops::full(device_, {model_->arena_size()}, 0.0);
   }
@@ -352,6 +354,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
       s.lora = std::make_unique<LoraAdapters>(*model_, lc);
     }
     model_->set_linear_hook(s.lora.get());
+    const MemoryScope scope(device_, MemoryCategory::OptimizerState);
     s.lm = ops::full(device_, {s.lora->arena_size()}, 0.0);
     s.lv = ops::full(device_, {s.lora->arena_size()}, 0.0);
   }
@@ -393,7 +396,11 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
     s.train_loss = s.lora ? s.lora->train_step(*model_, s.tokens, s.targets, *s.adamw)
                           : model_->train_step(s.tokens, s.targets, *s.adamw);
   });
-  s.eval_step = device_.record([&] { s.eval_loss = model_->loss(s.eval_tokens, s.eval_targets, true).value(); });
+  s.step_memory = device_.memory();
+  s.eval_step = device_.record([&] {
+    const MemoryScope scope(device_, MemoryCategory::Activations);
+    s.eval_loss = model_->loss(s.eval_tokens, s.eval_targets, true).value();
+  });
   log_("training step recorded: " + std::to_string(s.train_step.dispatches()) + " dispatches per step");
 
   // Run directory and loss curve.
@@ -435,6 +442,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
 Trainer::~Trainer() = default;
 
 const LoraAdapters* Trainer::lora() const { return impl_->lora.get(); }
+const MemoryReport& Trainer::step_memory() const { return impl_->step_memory; }
 
 int64_t Trainer::train_tokens() const { return static_cast<int64_t>(impl_->train_tokens.size()); }
 int64_t Trainer::val_tokens() const { return static_cast<int64_t>(impl_->val_tokens.size()); }
