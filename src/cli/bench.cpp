@@ -311,6 +311,11 @@ int run_bench(const BenchOptions& opt) {
       const Tensor xt = x.reshape({n / 1024, 1024}).transpose(0, 1);  // a strided view: the copy kernel runs
       results.push_back(measure(dev, "copy (dim-order)", dims({1024, n / 1024}), 0, 2.0 * n * 4,
                                 [&] { ops::contiguous(xt); }));
+      // The head-layout copy of attention: [B, T, H, hd] to [B, H, T, hd] (rows of hd words move whole).
+      const int64_t B = q ? 2 : 16, T = q ? 64 : 512, H = 8, hd = 64;
+      const Tensor heads = x.slice(0, 0, B * T * H * hd).reshape({B, T, H, hd}).permute({0, 2, 1, 3});
+      results.push_back(measure(dev, "copy (permute 0,2,1,3)", dims({B, T, H, hd}), 0, 2.0 * B * T * H * hd * 4,
+                                [&] { ops::contiguous(heads); }));
       results.push_back(measure(dev, "copy (dense, add 0)", dims({n}), 0, 2.0 * n * 4, [&] { ops::add(x, 0.0f); }));
     }
   });
