@@ -50,6 +50,12 @@ TEST(Cli, DevicesShowsTheAdapter) {
   EXPECT_NE(r.output.find("timestamp-query"), std::string::npos) << r.output;
 }
 
+TEST(Cli, DevicesTakesSubgroupMatrices) {
+  const Result r = run("devices --subgroup-matrix");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("subgroup-matrix"), std::string::npos) << r.output;
+}
+
 TEST(Cli, OpsListsTheRegistry) {
   const Result r = run("ops --verbose");
   ASSERT_EQ(r.status, 0) << r.output;

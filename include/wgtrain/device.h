@@ -51,6 +51,19 @@ struct DeviceOptions {
   // native-vulkan: run the GEMMs on cooperative matrices (fp16 operands, fp32 accumulation) where the device has
   // them. Off by default: it changes the numbers.
   bool cooperative_matrix = false;
+  // WebGPU: request Dawn's experimental subgroup-matrix feature (matrix units, "tensor cores", from WGSL), with the
+  // toggles it needs: allow_unsafe_apis (Dawn exposes experimental features only with it; the adapter is requested
+  // with it too) and use_vulkan_memory_model. Off by default: experimental, and unsafe APIs are then allowed for
+  // the whole device. Where the adapter does not offer the feature (llvmpipe) the device opens without it:
+  // features().subgroup_matrix says whether it is enabled, and kernels must fall back.
+  bool subgroup_matrix = false;
+};
+
+// One shape of the adapter's subgroup matrices: operand and result component types as WGSL spells them ("f16",
+// "f32", "u32", "i32"), the result tile M x N and the depth K of one multiply-accumulate.
+struct SubgroupMatrixConfig {
+  std::string component_type, result_type;
+  uint32_t m = 0, n = 0, k = 0;
 };
 
 struct AdapterInfo {
@@ -86,7 +99,9 @@ struct DeviceFeatures {
   bool timestamp_query = false;
   bool shader_f16 = false;
   bool subgroups = false;
-  bool subgroup_matrix = false;
+  bool subgroup_matrix = false;     // enabled on the device (DeviceOptions::subgroup_matrix, where offered)
+  // The adapter's subgroup-matrix shapes, wherever it offers the feature (enabled or not); empty otherwise.
+  std::vector<SubgroupMatrixConfig> subgroup_matrix_configs;
   bool cooperative_matrix = false;  // native-vulkan: fp16 cooperative-matrix GEMMs available (and asked for)
   std::vector<uint32_t> adapter_raw;  // every feature the adapter offers, in the library's numbering
 };
