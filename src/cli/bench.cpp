@@ -256,15 +256,19 @@ std::string fmt_double(double v) {
   return buf;
 }
 
-// FLOPs of one training step as computed (full T x T attention scores, no causal skipping): 6 per weight per token
-// for every linear and the head (forward, input gradient, weight gradient), and 12 B T^2 dim per layer for the two
-// attention products forward and backward.
+// FLOPs of one training step, the one count every runtime's train_step row uses (bench/torch_llama.py and
+// bench/torch_hf_llama.py read it from the --dump directory's train_losses.json rather than computing their own):
+//   6 B T (L (2 q d + 2 kv d + 3 d h) + V d)  +  12 B T^2 q L
+// with d = dim, q = n_heads head_dim, kv = n_kv_heads head_dim, h = the MLP's hidden size, V = vocabulary, L =
+// layers: 6 per weight per token for every linear and the head (forward 2, input gradient 2, weight gradient 2), and
+// for each layer's two attention products (scores and scores x values, forward and both gradients) 12 B T^2 q, as
+// computed: full T x T scores, no causal skipping. Norms, rope, softmax, the loss and the optimizer are not counted.
 double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T) {
-  const double tokens = static_cast<double>(B * T), kv = static_cast<double>(c.n_kv_heads * c.head_dim());
-  const double d = static_cast<double>(c.dim), h = static_cast<double>(c.hidden_dim());
-  const double linear = static_cast<double>(c.n_layers) * (2 * d * d + 2 * kv * d + 3 * d * h) +
+  const double tokens = static_cast<double>(B * T), kv = static_cast<double>(c.kv_dim());
+  const double d = static_cast<double>(c.dim), q = static_cast<double>(c.q_dim()), h = static_cast<double>(c.hidden_dim());
+  const double linear = static_cast<double>(c.n_layers) * (2 * q * d + 2 * kv * d + 3 * d * h) +
                         static_cast<double>(c.vocab_size) * d;
-  return 6.0 * tokens * linear + 12.0 * static_cast<double>(B) * static_cast<double>(T * T) * d * c.n_layers;
+  return 6.0 * tokens * linear + 12.0 * static_cast<double>(B) * static_cast<double>(T * T) * q * c.n_layers;
 }
 
 void write_words(const std::string& path, const std::vector<int32_t>& v) {
@@ -375,7 +379,8 @@ int run_bench(const BenchOptions& opt) {
       std::ostringstream out;
       out << "{\"config\": " << c.to_json() << ", \"batch\": " << B << ", \"seq\": " << T << ", \"lr\": " << ao.lr
           << ", \"beta1\": " << ao.beta1 << ", \"beta2\": " << ao.beta2 << ", \"eps\": " << ao.eps
-          << ", \"weight_decay\": " << ao.weight_decay << ", \"losses\": [";
+          << ", \"weight_decay\": " << ao.weight_decay << ", \"flops\": " << fmt_double(train_step_flops(c, B, T))
+          << ", \"losses\": [";
       for (size_t i = 0; i < losses.size(); ++i) out << (i ? ", " : "") << fmt_double(losses[i]);
       out << "]}\n";
       write_file_atomic(opt.dump_dir + "/train_losses.json", out.str());
