@@ -281,12 +281,16 @@ int run_bench(const BenchOptions& opt) {
   DeviceOptions dopt;
   dopt.backend = opt.backend;
   dopt.cooperative_matrix = opt.cooperative_matrix;
+  dopt.subgroup_matrix = opt.subgroup_matrix;
   Device dev = Device::open(dopt);
   std::printf("device: %s (%s, %s%s), timestamps: %s", dev.info().name.c_str(), backend_name(dev.info().backend),
               dev.info().backend_label.c_str(), dev.info().compatibility_mode ? ", compatibility" : "",
               dev.features().timestamp_query ? "yes" : "no");
   if (dev.info().backend == Backend::NativeVulkan)
     std::printf(", cooperative matrix: %s", dev.features().cooperative_matrix ? "used" : "not used");
+  else if (opt.subgroup_matrix)
+    std::printf(", subgroup matrices: %s", dev.features().subgroup_matrix ? "enabled (allow_unsafe_apis, "
+                                                                            "use_vulkan_memory_model)" : "not offered");
   std::printf("\n");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};

@@ -212,6 +212,9 @@ int main(int argc, char** argv) {
   bench->add_option("--backend", bench_backend, cli::backend_help());
   bench->add_flag("--coopmat", bench_opt.cooperative_matrix,
                   "native Vulkan: cooperative-matrix GEMMs (fp16 operands) where the device offers them");
+  bench->add_flag("--subgroup-matrix", bench_opt.subgroup_matrix,
+                  "WebGPU: open the device with Dawn's experimental subgroup matrices and their toggles, where offered "
+                  "(for comparing the kernels' times with those toggles on)");
   bench->add_option("--only", bench_opt.only, "run only benchmarks whose name contains this");
   bench->add_option("--json", bench_opt.json_path, "also write the results as JSON lines to this file");
   bench->add_flag("--quick", bench_opt.quick, "small sizes, to check the command anywhere");
