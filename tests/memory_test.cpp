@@ -2,7 +2,11 @@
 // training step, a recording and the release of the idle pool.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <span>
 #include <vector>
@@ -13,6 +17,7 @@
 #include "wgtrain/llama.h"
 #include "wgtrain/ops.h"
 #include "wgtrain/q4gsw.h"
+#include "wgtrain/trainer.h"
 
 namespace wgtrain {
 namespace {
@@ -91,6 +96,38 @@ TEST(Memory, ATrainingStepsPeakSplitsIntoItsCategories) {
   EXPECT_GE(p[MemoryCategory::Other], static_cast<uint64_t>(2 * B * T) * 4);
   // Nothing is allocated by a replay.
   EXPECT_EQ(r.current.total, p.total);
+}
+
+// The trainer's wiring: the report it keeps for `wgtrain train` has the model's weights, AdamW's two moments and
+// the gradients in their categories, and the recorded step in activations and temporaries. (Set-up only: a
+// byte-level model on the Brown corpus, no training.)
+TEST(Memory, TheTrainersStepReportHasEveryCategory) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("wgtrain-memory-test-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "model.json") << R"({"vocab_size": 256, "dim": 32, "n_layers": 1, "n_heads": 2,
+                                           "n_kv_heads": 1, "ffn_dim": 64, "max_seq_len": 16})";
+  Device dev = fresh_device();
+  TrainOptions o;
+  o.model = (dir / "model.json").string();
+  o.data = "brown";
+  o.out_dir = (dir / "run").string();
+  o.batch_size = 2;
+  o.seq_len = 16;
+  o.eval_batches = 1;
+  const Trainer trainer(dev, o);
+  const MemoryUsage& p = trainer.step_memory().peak;
+  const uint64_t arena = static_cast<uint64_t>(trainer.model().arena_size()) * 4;
+  EXPECT_EQ(sum_of_categories(p) + p.pool_overhead, p.total);
+  EXPECT_EQ(p[MemoryCategory::Weights], trainer.model().weight_bytes()) << describe_memory(p);
+  EXPECT_EQ(p[MemoryCategory::OptimizerState], 2 * arena) << describe_memory(p);
+  EXPECT_EQ(p[MemoryCategory::Gradients], arena) << describe_memory(p);
+  EXPECT_GE(p[MemoryCategory::Activations], uint64_t{2 * 16 * 256 * 4}) << describe_memory(p);  // the logits
+  EXPECT_GT(p[MemoryCategory::Temporaries], 0u) << describe_memory(p);
+  // The validation step, recorded after the report, added its own buffers to the device's.
+  EXPECT_GT(dev.memory().peak.total, p.total);
+  fs::remove_all(dir);
 }
 
 TEST(Memory, ATemporaryFreedInsideAScopeDoesNotCountAfterIt) {

@@ -387,7 +387,11 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
     for (auto& p : model_->adamw_params(s.m, s.v)) params.push_back(std::move(p));
   s.adamw = std::make_unique<ops::AdamW>(std::move(params), ao);
 
-  // The two recorded steps. Inputs are tensors written before each replay.
+  // The two recorded steps. Inputs are tensors written before each replay. The step's memory report starts here:
+  // what loading left idle in the pool (a Hugging Face import's conversions) goes back first, so that the step's
+  // high-water mark is the model, the optimizer and the step's own buffers.
+  device_.release_cached_memory();
+  device_.reset_peak_memory();
   s.tokens = Tensor::empty(device_, {B, T}, DType::I32);
   s.targets = Tensor::empty(device_, {B * T}, DType::I32);
   s.eval_tokens = Tensor::empty(device_, {B, T}, DType::I32);
