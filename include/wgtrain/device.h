@@ -52,8 +52,8 @@ struct DeviceOptions {
   // them. Off by default: it changes the numbers.
   bool cooperative_matrix = false;
   // WebGPU: request Dawn's experimental subgroup-matrix feature (matrix units, "tensor cores", from WGSL), with the
-  // toggles it needs: allow_unsafe_apis (Dawn exposes experimental features only with it; the adapter is requested
-  // with it too) and use_vulkan_memory_model. Off by default: experimental, and unsafe APIs are then allowed for
+  // toggles it needs: allow_unsafe_apis (Dawn lets a device request experimental features only with it; the adapter
+  // is requested with it too) and use_vulkan_memory_model. Off by default: experimental, and unsafe APIs are then allowed for
   // the whole device. Where the adapter does not offer the feature (llvmpipe) the device opens without it:
   // features().subgroup_matrix says whether it is enabled, and kernels must fall back.
   bool subgroup_matrix = false;
@@ -131,7 +131,7 @@ enum class MemoryCategory : uint8_t {
   Weights,         // model parameters: trainable float32 weights (q4 latents included), q4 codes and scales, frozen
   OptimizerState,  // AdamW's moments
   Gradients,       // the parameters' gradients
-  Activations,     // made by the forward pass of a training step (the autograd tape keeps them for backward)
+  Activations,     // made by the forward pass of a training step (most of it kept by the autograd tape for backward)
   Temporaries,     // made by the backward pass, the loss, the optimizer update and requantisation
 };
 constexpr int kMemoryCategories = 6;
