@@ -50,7 +50,13 @@ def main():
         n = 1 << 26
         x = torch.rand(n, device=dev, generator=g)
         measure("copy (torch clone)", str(n), 0, 2.0 * n * 4, lambda: x.clone(), out)
-        del x
+        # The twins of wgtrain's dim-order copy rows (same names and shapes, so report.py sets them side by side):
+        # a transpose, and the head-layout permute of attention.
+        xt = x.view(n // 1024, 1024).t()
+        measure("copy (dim-order)", f"1024x{n // 1024}", 0, 2.0 * n * 4, lambda: xt.contiguous(), out)
+        heads = x[: 16 * 512 * 8 * 64].view(16, 512, 8, 64).permute(0, 2, 1, 3)
+        measure("copy (permute 0,2,1,3)", "16x512x8x64", 0, 2.0 * heads.numel() * 4, lambda: heads.contiguous(), out)
+        del x, xt, heads
         for s in (4096, 8192):
             a = torch.rand(s, s, device=dev, generator=g)
             b = torch.rand(s, s, device=dev, generator=g)

@@ -198,9 +198,8 @@ def main():
     print(f"largest relative difference over {len(losses)} steps: {worst:.2e}", flush=True)
 
     b, t = info["batch"], info["seq"]
-    d, hid, kv = cfg["dim"], cfg["ffn_dim"], cfg["n_kv_heads"] * (cfg["dim"] // cfg["n_heads"])
-    linear = cfg["n_layers"] * (2 * d * d + 2 * kv * d + 3 * d * hid) + cfg["vocab_size"] * d
-    flops = 6.0 * b * t * linear + 12.0 * b * t * t * d * cfg["n_layers"]
+    d = cfg["dim"]
+    flops = info["flops"]  # wgtrain's one count for every runtime's row (train_step_flops in src/cli/bench.cpp)
     preset = {640: "base", 384: "small", 128: "tiny"}.get(d, "model")
     shape = f"{preset} {b}x{t}"
     with open(args.json, "w") as out:

@@ -1,8 +1,14 @@
 // The WebGPU ABI check: every struct and enum constant wgtrain declares (src/gpu/webgpu_abi.h) against the pinned
 // Dawn library itself.
 //   structs:   the library's DWARF, read with pahole: each member's name, offset and size, and the total size;
+//              the three the DWARF lacks (Dawn's own chained structs: only the wrapper's C imports have debug
+//              info) against the library's machine code: Dawn's mirror of each has an operator== comparing every
+//              member but the chain's sType, whose disassembly gives each member's offset and width; and the toggles
+//              descriptor also by behaviour (an enabled toggle shows, the same toggle also disabled does not);
 //   constants: the enum tables of the JavaScript bindings built against the same library (bun-webgpu@0.1.7);
-//   the rest:  the few constants those tables lack are checked by how the live library behaves.
+//   the rest:  the few constants those tables lack are checked by how the live library behaves, or, for the
+//              subgroup-matrix component types, by the set of values the library's validator accepts;
+//   toggles:   each name is a string of the library's toggle table.
 // A struct or constant added to the header without an entry here fails HeaderIsFullyChecked.
 #include <gtest/gtest.h>
 
@@ -137,6 +143,30 @@ const std::vector<StructLayout>& our_structs() {
              FIELD(WGPUCommandBufferDescriptor, label)),
       STRUCT(WGPUQuerySetDescriptor, FIELD(WGPUQuerySetDescriptor, nextInChain), FIELD(WGPUQuerySetDescriptor, label),
              FIELD(WGPUQuerySetDescriptor, type), FIELD(WGPUQuerySetDescriptor, count)),
+  };
+  return s;
+}
+
+// The structs the DWARF lacks, with the symbol of Dawn's member-by-member operator== for each.
+struct MachineCodeStruct {
+  StructLayout ours;
+  const char* eq_symbol;
+};
+const std::vector<MachineCodeStruct>& machine_code_structs() {
+  static const std::vector<MachineCodeStruct> s = {
+      {STRUCT(WGPUDawnTogglesDescriptor, FIELD(WGPUDawnTogglesDescriptor, chain),
+              FIELD(WGPUDawnTogglesDescriptor, enabledToggleCount), FIELD(WGPUDawnTogglesDescriptor, enabledToggles),
+              FIELD(WGPUDawnTogglesDescriptor, disabledToggleCount),
+              FIELD(WGPUDawnTogglesDescriptor, disabledToggles)),
+       "_ZNK4dawn6native21DawnTogglesDescriptoreqERKS1_"},
+      {STRUCT(WGPUAdapterPropertiesSubgroupMatrixConfigs, FIELD(WGPUAdapterPropertiesSubgroupMatrixConfigs, chain),
+              FIELD(WGPUAdapterPropertiesSubgroupMatrixConfigs, configCount),
+              FIELD(WGPUAdapterPropertiesSubgroupMatrixConfigs, configs)),
+       "_ZNK4dawn6native38AdapterPropertiesSubgroupMatrixConfigseqERKS1_"},
+      {STRUCT(WGPUSubgroupMatrixConfig, FIELD(WGPUSubgroupMatrixConfig, componentType),
+              FIELD(WGPUSubgroupMatrixConfig, resultComponentType), FIELD(WGPUSubgroupMatrixConfig, M),
+              FIELD(WGPUSubgroupMatrixConfig, N), FIELD(WGPUSubgroupMatrixConfig, K)),
+       "_ZNK4dawn6native20SubgroupMatrixConfigeqERKS1_"},
   };
   return s;
 }
@@ -300,6 +330,131 @@ TEST(Abi, EveryStructMatchesTheLibraryDwarf) {
   EXPECT_TRUE(wrong.empty()) << wrong.size() << " differences:" << joined(wrong);
 }
 
+// The memory operands of `cmp %reg,OFF(%rdi)` in a function's disassembly: (offset, width) in order; width from
+// the register (%r..: 8 bytes, %e..: 4).
+std::vector<std::pair<size_t, size_t>> compared_members(const std::string& symbol) {
+  const std::string out = run_command("objdump -d --no-show-raw-insn --disassemble=" + symbol + " '" +
+                                      std::string(WGTRAIN_DAWN_LIBRARY_PATH) + "' 2>&1");
+  std::vector<std::pair<size_t, size_t>> found;
+  const std::regex cmp(R"(\bcmp\s+%([re])[a-z0-9]+,(0x[0-9a-f]+)?\(%rdi\))");
+  for (std::sregex_iterator it(out.begin(), out.end(), cmp), end; it != end; ++it)
+    found.emplace_back((*it)[2].matched ? std::stoul((*it)[2].str(), nullptr, 16) : 0, (*it)[1] == "r" ? 8 : 4);
+  return found;
+}
+
+// Our layout as that operator== walks it: each member's offset and size, a chain as its next pointer alone.
+std::vector<std::pair<size_t, size_t>> expected_compares(const StructLayout& s) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const auto& f : s.fields) out.emplace_back(f.offset, f.name == "chain" ? sizeof(void*) : f.size);
+  return out;
+}
+
+std::vector<std::string> machine_code_mismatches(const std::vector<MachineCodeStruct>& structs) {
+  std::vector<std::string> out;
+  auto text = [](const std::vector<std::pair<size_t, size_t>>& v) {
+    std::string t;
+    for (const auto& [o, w] : v) t += " " + std::to_string(o) + ":" + std::to_string(w);
+    return t;
+  };
+  for (const auto& m : structs) {
+    const auto lib = compared_members(m.eq_symbol);
+    const auto ours = expected_compares(m.ours);
+    if (lib != ours) out.push_back(m.ours.name + ": members (offset:bytes)" + text(ours) + ", the library's" + text(lib));
+    // The size: the last member's end, rounded up to the widest member's alignment.
+    size_t align = 1, end = 0;
+    for (const auto& f : m.ours.fields) {
+      align = std::max(align, std::min<size_t>(f.size, 8));
+      end = std::max(end, f.offset + f.size);
+    }
+    if (!lib.empty() && m.ours.size != (lib.back().first + lib.back().second + align - 1) / align * align)
+      out.push_back("sizeof(" + m.ours.name + ") = " + std::to_string(m.ours.size) + ", the library's members end at " +
+                    std::to_string(lib.back().first + lib.back().second));
+  }
+  return out;
+}
+
+TEST(Abi, StructsOutsideTheDwarfMatchTheLibrarysMachineCode) {
+  ASSERT_FALSE(run_command("command -v objdump").empty()) << "objdump (Debian: binutils) is needed";
+  for (const auto& m : machine_code_structs()) ASSERT_FALSE(compared_members(m.eq_symbol).empty()) << m.eq_symbol;
+  const auto wrong = machine_code_mismatches(machine_code_structs());
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " differences:" << joined(wrong);
+  // And the check sees a wrong layout: the two counts swapped with their pointers.
+  std::vector<MachineCodeStruct> planted = machine_code_structs();
+  std::swap(planted[0].ours.fields[1].offset, planted[0].ours.fields[2].offset);
+  const auto found = machine_code_mismatches(planted);
+  ASSERT_EQ(found.size(), 1u) << joined(found);
+  EXPECT_NE(found[0].find("WGPUDawnTogglesDescriptor: members"), std::string::npos) << found[0];
+}
+
+TEST(Abi, TogglesAreInTheLibrarysToggleTable) {
+  const std::string lib = read_file(WGTRAIN_DAWN_LIBRARY_PATH);
+  ASSERT_GT(lib.size(), 1000000u);
+  auto has = [&](const std::string& name) { return lib.find(std::string(1, '\0') + name + '\0') != std::string::npos; };
+#define WGTRAIN_ABI_TOGGLE(name, text) EXPECT_TRUE(has(text)) << text;
+  WGPU_ABI_TOGGLES(WGTRAIN_ABI_TOGGLE)
+#undef WGTRAIN_ABI_TOGGLE
+  // Dawn's toggle for f16 on NVIDIA's Vulkan driver is newer than the pinned library: when a new pin has it, it
+  // belongs in WGPU_ABI_TOGGLES and in open_webgpu's device toggles.
+  EXPECT_FALSE(has("vulkan_enable_f16_on_nvidia")) << "the pinned library now has vulkan_enable_f16_on_nvidia";
+}
+
+// The toggles descriptor as the library reads it: on the adapter of the test device's API, allow_unsafe_apis in the
+// enabled list exposes features the default adapter lacks (Dawn guards experimental ones with it), and the same
+// name also in the disabled list takes them away again (disabled wins). A layout off by a member would read a count
+// as a pointer, or miss a list.
+TEST(Abi, TheTogglesDescriptorReachesTheLibrary) {
+  auto& dev = wgtrain::detail::webgpu_backend(*wgtrain::test::device().impl().backend);
+  const auto& info = wgtrain::test::device().info();
+  const uint32_t backend = info.backend == wgtrain::Backend::WebGpuVulkan   ? WGPUBackendType_Vulkan
+                           : info.backend == wgtrain::Backend::WebGpuOpenGL ? WGPUBackendType_OpenGL
+                                                                             : WGPUBackendType_OpenGLES;
+  auto features = [&](const WGPUChainedStruct* chain) {
+    struct Req {
+      bool done = false;
+      WGPUAdapter adapter = nullptr;
+    } req;
+    WGPURequestAdapterOptions ro{};
+    ro.nextInChain = chain;
+    ro.featureLevel = info.compatibility_mode ? WGPUFeatureLevel_Compatibility : WGPUFeatureLevel_Core;
+    ro.powerPreference = WGPUPowerPreference_HighPerformance;
+    ro.backendType = backend;
+    WGPURequestAdapterCallbackInfo ci{};
+    ci.mode = WGPUCallbackMode_AllowProcessEvents;
+    ci.callback = [](uint32_t, WGPUAdapter a, WGPUStringView, void* ud1, void*) {
+      auto* r = static_cast<Req*>(ud1);
+      r->adapter = a;
+      r->done = true;
+    };
+    ci.userdata1 = &req;
+    dev.api.InstanceRequestAdapter(dev.instance, &ro, ci);
+    while (!req.done) dev.api.InstanceProcessEvents(dev.instance);
+    std::set<uint32_t> out;
+    if (!req.adapter) return out;
+    WGPUSupportedFeatures sf{};
+    dev.api.AdapterGetFeatures(req.adapter, &sf);
+    out.insert(sf.features, sf.features + sf.featureCount);
+    dev.api.SupportedFeaturesFreeMembers(sf);
+    dev.api.AdapterRelease(req.adapter);
+    return out;
+  };
+  const char* const unsafe[] = {kToggleAllowUnsafeApis};
+  WGPUDawnTogglesDescriptor enabled{};
+  enabled.chain.sType = WGPUSType_DawnTogglesDescriptor;
+  enabled.enabledToggleCount = 1;
+  enabled.enabledToggles = unsafe;
+  WGPUDawnTogglesDescriptor both = enabled;
+  both.disabledToggleCount = 1;
+  both.disabledToggles = unsafe;
+  const std::set<uint32_t> plain = features(nullptr), with = features(&enabled.chain), off = features(&both.chain);
+  ASSERT_FALSE(plain.empty());
+  // On llvmpipe (CI) the toggle exposes two more features; an adapter where it exposes none cannot show the
+  // descriptor working this way (the machine-code test above still checks its layout).
+  if (with == plain) GTEST_SKIP() << "allow_unsafe_apis exposes no further feature on " << info.name;
+  EXPECT_GT(with.size(), plain.size());
+  EXPECT_TRUE(std::includes(with.begin(), with.end(), plain.begin(), plain.end()));
+  EXPECT_EQ(off, plain);
+}
+
 TEST(Abi, ShaderSourceWgslMatchesTheBindingsDefinition) {
   // Not in the DWARF: the bindings define it as exactly {chain: ChainedStruct, code: StringView}.
   const std::string js = read_file(WGTRAIN_DAWN_JS_PATH);
@@ -325,7 +480,18 @@ TEST(Abi, ConstantsWithoutATableMatchTheLiveLibrary) {
   int others = 0;
   for (const auto& c : our_constants())
     if (std::string(c.source) == "header") ++others;
-  EXPECT_EQ(others, 5) << "a new 'header' constant needs a behavioural check here";
+  EXPECT_EQ(others, 9) << "a new 'header' constant needs a behavioural check here";
+  // The subgroup-matrix component types: the library's validator of them accepts exactly the four values declared
+  // (its compare chain, disassembled); which is which follows the published header, as the library has no table.
+  const std::string v = run_command("objdump -d --no-show-raw-insn "
+                                    "--disassemble=_ZN4dawn6native35ValidateSubgroupMatrixComponentTypeEN4wgpu27"
+                                    "SubgroupMatrixComponentTypeE '" + std::string(WGTRAIN_DAWN_LIBRARY_PATH) + "'");
+  std::set<uint32_t> accepted;
+  const std::regex imm(R"(\bcmp\s+\$0x([0-9a-f]+),%esi)");
+  for (std::sregex_iterator it(v.begin(), v.end(), imm), end; it != end; ++it)
+    accepted.insert(static_cast<uint32_t>(std::stoul((*it)[1].str(), nullptr, 16)));
+  EXPECT_EQ(accepted, (std::set<uint32_t>{WGPUSubgroupMatrixComponentType_F32, WGPUSubgroupMatrixComponentType_F16,
+                                          WGPUSubgroupMatrixComponentType_U32, WGPUSubgroupMatrixComponentType_I32}));
   // WGPUStatus_Success is what a successful limits query returns.
   WGPULimits l{};
   EXPECT_EQ(dev.api.DeviceGetLimits(dev.device, &l), WGPUStatus_Success);
@@ -344,6 +510,7 @@ TEST(Abi, HeaderIsFullyChecked) {
   ASSERT_FALSE(header.empty());
   std::set<std::string> checked;
   for (const auto& s : our_structs()) checked.insert(s.name);
+  for (const auto& m : machine_code_structs()) checked.insert(m.ours.name);
   checked.insert("WGPUShaderSourceWGSL");
   const std::regex decl(R"(\nstruct (WGPU\w+) \{)");
   int found = 0;

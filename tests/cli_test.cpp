@@ -50,6 +50,12 @@ TEST(Cli, DevicesShowsTheAdapter) {
   EXPECT_NE(r.output.find("timestamp-query"), std::string::npos) << r.output;
 }
 
+TEST(Cli, DevicesTakesSubgroupMatrices) {
+  const Result r = run("devices --subgroup-matrix");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("subgroup-matrix"), std::string::npos) << r.output;
+}
+
 TEST(Cli, OpsListsTheRegistry) {
   const Result r = run("ops --verbose");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -63,6 +69,22 @@ TEST(Cli, BenchRunsAtSmallSizes) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("q4gsw_requant"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("GB/s"), std::string::npos) << r.output;
+}
+
+// The train_step row reports the pool's high-water mark by category, on screen and in the JSON; each row starts
+// from an emptied pool and fails if it leaves buffers behind (bench.cpp's guard), so status 0 says none did.
+TEST(Cli, BenchTrainStepReportsItsMemory) {
+  const std::string json = ::testing::TempDir() + "wgtrain_cli_bench_memory.json";
+  const Result r = run("bench --quick --only train_step --json '" + json + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("train_step GPU memory (pool high-water mark): "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("optimizer state"), std::string::npos) << r.output;
+  std::ifstream in(json);
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const char* key : {"\"memory\": {\"total\": ", "\"weights\": ", "\"optimizer_state\": ", "\"gradients\": ",
+                          "\"activations\": ", "\"temporaries\": ", "\"pool_overhead\": "})
+    EXPECT_NE(text.str().find(key), std::string::npos) << key << "\n" << text.str();
 }
 
 TEST(Cli, EveryCommandTakesTheSameBackendNames) {

@@ -51,6 +51,19 @@ struct DeviceOptions {
   // native-vulkan: run the GEMMs on cooperative matrices (fp16 operands, fp32 accumulation) where the device has
   // them. Off by default: it changes the numbers.
   bool cooperative_matrix = false;
+  // WebGPU: request Dawn's experimental subgroup-matrix feature (matrix units, "tensor cores", from WGSL), with the
+  // toggles it needs: allow_unsafe_apis (Dawn lets a device request experimental features only with it; the adapter
+  // is requested with it too) and use_vulkan_memory_model. Off by default: experimental, and unsafe APIs are then allowed for
+  // the whole device. Where the adapter does not offer the feature (llvmpipe) the device opens without it:
+  // features().subgroup_matrix says whether it is enabled, and kernels must fall back.
+  bool subgroup_matrix = false;
+};
+
+// One shape of the adapter's subgroup matrices: operand and result component types as WGSL spells them ("f16",
+// "f32", "u32", "i32"), the result tile M x N and the depth K of one multiply-accumulate.
+struct SubgroupMatrixConfig {
+  std::string component_type, result_type;
+  uint32_t m = 0, n = 0, k = 0;
 };
 
 struct AdapterInfo {
@@ -86,7 +99,9 @@ struct DeviceFeatures {
   bool timestamp_query = false;
   bool shader_f16 = false;
   bool subgroups = false;
-  bool subgroup_matrix = false;
+  bool subgroup_matrix = false;     // enabled on the device (DeviceOptions::subgroup_matrix, where offered)
+  // The adapter's subgroup-matrix shapes, wherever it offers the feature (enabled or not); empty otherwise.
+  std::vector<SubgroupMatrixConfig> subgroup_matrix_configs;
   bool cooperative_matrix = false;  // native-vulkan: fp16 cooperative-matrix GEMMs available (and asked for)
   std::vector<uint32_t> adapter_raw;  // every feature the adapter offers, in the library's numbering
 };
@@ -107,6 +122,59 @@ struct DeviceStats {
   uint64_t pipelines_created = 0;
   uint64_t bytes_allocated = 0;  // held by live and pooled buffers
   uint64_t peak_bytes_allocated = 0;  // the most bytes_allocated has been: the device memory a run needed
+};
+
+// What a GPU buffer holds, for the memory report (Device::memory). A tensor takes the category of the innermost
+// MemoryScope open on its device when it is allocated; Other outside any.
+enum class MemoryCategory : uint8_t {
+  Other,           // inputs, outputs, constants (rotary tables), the optimizer's tables: anything not tagged
+  Weights,         // model parameters: trainable float32 weights (q4 latents included), q4 codes and scales, frozen
+  OptimizerState,  // AdamW's moments
+  Gradients,       // the parameters' gradients
+  Activations,     // made by the forward pass of a training step (most of it kept by the autograd tape for backward)
+  Temporaries,     // made by the backward pass, the loss, the optimizer update and requantisation
+};
+constexpr int kMemoryCategories = 6;
+// "other", "weights", "optimizer state", "gradients", "activations", "temporaries".
+const char* memory_category_name(MemoryCategory c);
+
+// The pool's bytes at one moment, split by category. A category counts the bytes its live tensors asked for, plus
+// the buffers a live recording keeps after their tensors were released (a replay writes them again: the step needs
+// them), under the category of the tensor that last used them. `pool_overhead` is the rest of what the pool holds:
+// idle buffers kept for reuse, the rounding of requests up to size classes, the runtime's own small buffers. So
+// total == overhead + the sum of the categories, always.
+struct MemoryUsage {
+  uint64_t total = 0;
+  uint64_t by_category[kMemoryCategories] = {};
+  uint64_t pool_overhead = 0;
+  uint64_t idle = 0;  // of the overhead: idle buffers kept for reuse (Device::release_cached_memory frees them)
+  uint64_t operator[](MemoryCategory c) const { return by_category[static_cast<int>(c)]; }
+  uint64_t in_use() const { return total - pool_overhead; }
+};
+
+// The pool now, and at its high-water mark since the device opened or Device::reset_peak_memory: the moment the
+// total was highest (of those, the one with the least overhead). On a CPU rasteriser the "GPU" memory is host memory.
+struct MemoryReport {
+  MemoryUsage current, peak;
+};
+
+// One line: "412.3 MiB: weights 12.1 MiB, optimizer state 24.2 MiB, ..., pool overhead 3.0 MiB" (empty categories
+// left out).
+std::string describe_memory(const MemoryUsage& usage);
+
+class Device;
+
+// Tags the tensors allocated while it lives with `category` (it nests: the innermost wins). Cheap: two stores.
+class MemoryScope {
+ public:
+  MemoryScope(Device& device, MemoryCategory category);
+  ~MemoryScope();
+  MemoryScope(const MemoryScope&) = delete;
+  MemoryScope& operator=(const MemoryScope&) = delete;
+
+ private:
+  detail::DeviceImpl* device_;
+  MemoryCategory previous_;
 };
 
 // GPU work recorded once by Device::record and replayed as often as needed: the dispatches and copies that ops
@@ -143,6 +211,14 @@ class Device {
   DeviceStats stats() const;
   // Per-op times gathered so far, the largest first (empty unless profiling).
   std::vector<OpProfile> profile();
+
+  // The pool's memory by category, now and at its high-water mark (MemoryReport).
+  MemoryReport memory() const;
+  // Starts a new high-water mark from the pool as it is now.
+  void reset_peak_memory();
+  // Waits for the GPU, then gives every idle pooled buffer (and the backend's cached staging buffers) back to the
+  // driver: what the next work allocates starts from an empty pool. Buffers of live tensors and recordings stay.
+  void release_cached_memory();
 
   // Submits what has been recorded, without waiting.
   void flush();

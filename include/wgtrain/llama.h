@@ -139,6 +139,9 @@ class Llama {
   const std::vector<Param>& params() const { return params_; }
   const std::vector<Q4Weight>& q4_weights() const { return q4_; }
   int64_t arena_size() const { return arena_size_; }  // trainable elements, padded
+  // Device bytes of the parameters: the trainable arena, q4 codes and scales, frozen float32 weights (what the
+  // memory report counts as weights: wgtrain/device.h MemoryCategory).
+  uint64_t weight_bytes() const;
   const Tensor& values() const { return values_; }  // the trainable parameters' arena (undefined when none)
   const Tensor& grads() const { return grads_; }    // their gradients
   Tensor value(size_t i) const;  // a float32 weight (throws for a frozen q4 linear: see host_value)

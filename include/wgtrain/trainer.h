@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include "wgtrain/device.h"
 #include "wgtrain/llama.h"
 #include "wgtrain/lora.h"
 #include "wgtrain/tokenizer.h"
@@ -102,6 +103,10 @@ class Trainer {
   const Llama& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const LoraAdapters* lora() const;  // a LoRA run's adapters, else nullptr
+  // The device's memory when the training step had been recorded (model, optimizer, the step's buffers; before the
+  // validation step's): its `peak` is the step's high-water mark, by category (wgtrain/device.h), counted from an
+  // emptied pool (what loading the model left idle is given back first).
+  const MemoryReport& step_memory() const;
   int64_t train_tokens() const;
   int64_t val_tokens() const;
 

@@ -2,12 +2,14 @@
 
 #include "cli/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -33,6 +35,7 @@ struct Result {
   double flops = 0, bytes = 0, seconds = 0;
   int reps = 0;
   bool timestamps = false;
+  std::optional<MemoryUsage> memory{};  // train_step: the pool's high-water mark, by category
 };
 
 // Uniform in [lo, hi) from a counter hash (splitmix64): fast enough for the 4 GB of a 8192 x 128256 logits tensor.
@@ -127,21 +130,44 @@ struct Sink {
     char line[512];
     std::snprintf(line, sizeof line,
                   "{\"name\": \"%s\", \"shape\": \"%s\", \"flops\": %.6g, \"bytes\": %.6g, \"seconds\": %.6g, "
-                  "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"}\n",
+                  "\"reps\": %d, \"timestamps\": %s, \"device\": \"%s\", \"backend\": \"%s\"",
                   r.name.c_str(), r.shape.c_str(), r.flops, r.bytes, r.seconds, r.reps,
                   r.timestamps ? "true" : "false", device.c_str(), backend.c_str());
     lines += line;
+    if (r.memory) {
+      // Bytes: the pool's high-water mark and its split (wgtrain/device.h MemoryUsage), keys as the categories.
+      lines += ", \"memory\": {\"total\": " + std::to_string(r.memory->total);
+      for (int c = 0; c < kMemoryCategories; ++c) {
+        std::string key = memory_category_name(static_cast<MemoryCategory>(c));
+        std::replace(key.begin(), key.end(), ' ', '_');
+        lines += ", \"" + key + "\": " + std::to_string(r.memory->by_category[c]);
+      }
+      lines += ", \"pool_overhead\": " + std::to_string(r.memory->pool_overhead) + "}";
+    }
+    lines += "}\n";
     write_file_atomic(json_path, lines);
   }
 };
 
 // Runs one benchmark; a failure (out of memory, say) is reported and counted, and the others go on.
+// Each starts from an emptied pool with a fresh high-water mark, so that no row runs beside the buffers of the rows
+// before it (on the H200, adamw_step took twice as long after the multi-GB fused_ce rows as alone). Once a row's
+// tensors are gone the pool must hold what it held before the row; a row that leaves buffers behind fails.
+// (What does carry over: compiled pipelines, the uniform ring, the GPU's clocks and caches.)
 using Guard = std::function<void(const char*, const std::function<void()>&)>;
-template <class Dev>
-Guard guard(Sink& results, Dev& dev) {
+Guard guard(Sink& results, Device& dev) {
   return [&results, &dev](const char* what, const std::function<void()>& fn) {
     try {
+      dev.release_cached_memory();
+      const uint64_t before = dev.memory().current.in_use();
+      dev.reset_peak_memory();
       fn();
+      dev.release_cached_memory();
+      const MemoryUsage after = dev.memory().current;
+      if (after.in_use() != before || after.idle != 0)
+        throw Error("after this row " + std::to_string(after.in_use()) + " bytes are in use (" +
+                    std::to_string(before) + " before it) and " + std::to_string(after.idle) +
+                    " idle in the pool: the next row would run beside them");
     } catch (const Error& e) {
       ++results.failures;
       std::printf("%-26s failed: %s\n", what, e.what());
@@ -230,15 +256,19 @@ std::string fmt_double(double v) {
   return buf;
 }
 
-// FLOPs of one training step as computed (full T x T attention scores, no causal skipping): 6 per weight per token
-// for every linear and the head (forward, input gradient, weight gradient), and 12 B T^2 dim per layer for the two
-// attention products forward and backward.
+// FLOPs of one training step, the one count every runtime's train_step row uses (bench/torch_llama.py and
+// bench/torch_hf_llama.py read it from the --dump directory's train_losses.json rather than computing their own):
+//   6 B T (L (2 q d + 2 kv d + 3 d h) + V d)  +  12 B T^2 q L
+// with d = dim, q = n_heads head_dim, kv = n_kv_heads head_dim, h = the MLP's hidden size, V = vocabulary, L =
+// layers: 6 per weight per token for every linear and the head (forward 2, input gradient 2, weight gradient 2), and
+// for each layer's two attention products (scores and scores x values, forward and both gradients) 12 B T^2 q, as
+// computed: full T x T scores, no causal skipping. Norms, rope, softmax, the loss and the optimizer are not counted.
 double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T) {
-  const double tokens = static_cast<double>(B * T), kv = static_cast<double>(c.n_kv_heads * c.head_dim());
-  const double d = static_cast<double>(c.dim), h = static_cast<double>(c.hidden_dim());
-  const double linear = static_cast<double>(c.n_layers) * (2 * d * d + 2 * kv * d + 3 * d * h) +
+  const double tokens = static_cast<double>(B * T), kv = static_cast<double>(c.kv_dim());
+  const double d = static_cast<double>(c.dim), q = static_cast<double>(c.q_dim()), h = static_cast<double>(c.hidden_dim());
+  const double linear = static_cast<double>(c.n_layers) * (2 * q * d + 2 * kv * d + 3 * d * h) +
                         static_cast<double>(c.vocab_size) * d;
-  return 6.0 * tokens * linear + 12.0 * static_cast<double>(B) * static_cast<double>(T * T) * d * c.n_layers;
+  return 6.0 * tokens * linear + 12.0 * static_cast<double>(B) * static_cast<double>(T * T) * q * c.n_layers;
 }
 
 void write_words(const std::string& path, const std::vector<int32_t>& v) {
@@ -251,16 +281,20 @@ int run_bench(const BenchOptions& opt) {
   DeviceOptions dopt;
   dopt.backend = opt.backend;
   dopt.cooperative_matrix = opt.cooperative_matrix;
+  dopt.subgroup_matrix = opt.subgroup_matrix;
   Device dev = Device::open(dopt);
   std::printf("device: %s (%s, %s%s), timestamps: %s", dev.info().name.c_str(), backend_name(dev.info().backend),
               dev.info().backend_label.c_str(), dev.info().compatibility_mode ? ", compatibility" : "",
               dev.features().timestamp_query ? "yes" : "no");
   if (dev.info().backend == Backend::NativeVulkan)
     std::printf(", cooperative matrix: %s", dev.features().cooperative_matrix ? "used" : "not used");
+  else if (opt.subgroup_matrix)
+    std::printf(", subgroup matrices: %s", dev.features().subgroup_matrix ? "enabled (allow_unsafe_apis, "
+                                                                            "use_vulkan_memory_model)" : "not offered");
   std::printf("\n");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};
-  const auto guarded = guard(results, dev);
+  const Guard guarded = guard(results, dev);
   auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
   // A benchmark whose ops this backend lacks is skipped with a line saying so.
   auto runs = [&](const char* what, const std::vector<std::string>& ops) {
@@ -285,6 +319,11 @@ int run_bench(const BenchOptions& opt) {
       const Tensor xt = x.reshape({n / 1024, 1024}).transpose(0, 1);  // a strided view: the copy kernel runs
       results.push_back(measure(dev, "copy (dim-order)", dims({1024, n / 1024}), 0, 2.0 * n * 4,
                                 [&] { ops::contiguous(xt); }));
+      // The head-layout copy of attention: [B, T, H, hd] to [B, H, T, hd] (rows of hd words move whole).
+      const int64_t B = q ? 2 : 16, T = q ? 64 : 512, H = 8, hd = 64;
+      const Tensor heads = x.slice(0, 0, B * T * H * hd).reshape({B, T, H, hd}).permute({0, 2, 1, 3});
+      results.push_back(measure(dev, "copy (permute 0,2,1,3)", dims({B, T, H, hd}), 0, 2.0 * B * T * H * hd * 4,
+                                [&] { ops::contiguous(heads); }));
       results.push_back(measure(dev, "copy (dense, add 0)", dims({n}), 0, 2.0 * n * 4, [&] { ops::add(x, 0.0f); }));
     }
   });
@@ -307,7 +346,9 @@ int run_bench(const BenchOptions& opt) {
     const LlamaConfig c = LlamaConfig::preset(preset);
     const int64_t B = q ? 2 : opt.train_batch, T = std::min(q ? int64_t{32} : opt.train_seq, c.max_seq_len);
     Llama model(dev, c, 1);
+    std::optional<MemoryScope> moments(std::in_place, dev, MemoryCategory::OptimizerState);
     const Tensor m = ops::full(dev, {model.arena_size()}, 0.0), v = ops::full(dev, {model.arena_size()}, 0.0);
+    moments.reset();
     ops::AdamWOptions ao;
     ao.lr = 1e-3;
     ao.beta2 = 0.95;
@@ -326,6 +367,10 @@ int run_bench(const BenchOptions& opt) {
     }
     Tensor loss;
     const Recording step = dev.record([&] { loss = model.train_step(tokens, targets, opt_w); });
+    // The pool's high-water mark of this row (model, optimizer, the recorded step), beside PyTorch's
+    // torch.cuda.max_memory_allocated in bench/torch_llama.py.
+    const MemoryUsage memory = dev.memory().peak;
+    std::printf("train_step GPU memory (pool high-water mark): %s\n", describe_memory(memory).c_str());
     // The first steps' losses, for comparison with the same model elsewhere.
     std::vector<double> losses;
     int64_t s = 0;
@@ -338,7 +383,8 @@ int run_bench(const BenchOptions& opt) {
       std::ostringstream out;
       out << "{\"config\": " << c.to_json() << ", \"batch\": " << B << ", \"seq\": " << T << ", \"lr\": " << ao.lr
           << ", \"beta1\": " << ao.beta1 << ", \"beta2\": " << ao.beta2 << ", \"eps\": " << ao.eps
-          << ", \"weight_decay\": " << ao.weight_decay << ", \"losses\": [";
+          << ", \"weight_decay\": " << ao.weight_decay << ", \"flops\": " << fmt_double(train_step_flops(c, B, T))
+          << ", \"losses\": [";
       for (size_t i = 0; i < losses.size(); ++i) out << (i ? ", " : "") << fmt_double(losses[i]);
       out << "]}\n";
       write_file_atomic(opt.dump_dir + "/train_losses.json", out.str());
@@ -346,10 +392,11 @@ int run_bench(const BenchOptions& opt) {
     std::printf("train_step losses of steps 1-5: %.6f %.6f %.6f %.6f %.6f (%zu dispatches a step)\n", losses[0],
                 losses[1], losses[2], losses[3], losses[4], step.dispatches());
     const std::string shape = preset + " " + dims({B, T});
-    const Result r = measure(dev, "train_step", shape, train_step_flops(c, B, T), 0, [&] {
+    Result r = measure(dev, "train_step", shape, train_step_flops(c, B, T), 0, [&] {
       opt_w.set_step(++s, ao.lr);
       step.replay();
     });
+    r.memory = memory;
     results.push_back(r);
     // With the loss read back every step, as the trainer does: wall clock, host included.
     const int reps = q ? 3 : 20;

@@ -51,9 +51,10 @@ int cmd_devices_native(const Device& dev) {
   return 0;
 }
 
-int cmd_devices(const std::string& backend) {
+int cmd_devices(const std::string& backend, bool subgroup_matrix) {
   DeviceOptions opt;
   opt.backend = cli::backend_for(backend, "devices", false);
+  opt.subgroup_matrix = subgroup_matrix;
   Device dev = Device::open(opt);
   if (dev.info().backend == Backend::NativeVulkan) return cmd_devices_native(dev);
   const AdapterInfo& i = dev.info();
@@ -92,13 +93,20 @@ int cmd_devices(const std::string& backend) {
   const std::pair<uint32_t, bool> used[] = {{webgpu::WGPUFeatureName_TimestampQuery, f.timestamp_query},
                                             {webgpu::WGPUFeatureName_ShaderF16, f.shader_f16},
                                             {webgpu::WGPUFeatureName_Subgroups, f.subgroups},
-                                            {webgpu::WGPUFeatureName_SubgroupMatrix, false}};
+                                            {webgpu::WGPUFeatureName_SubgroupMatrix, f.subgroup_matrix}};
   for (const auto& [feature, enabled] : used) {
     const bool offered = std::find(f.adapter_raw.begin(), f.adapter_raw.end(), feature) != f.adapter_raw.end();
     std::string name = gpu::feature_name(feature);
     if (name.rfind("chromium-experimental-", 0) == 0) name = name.substr(22);  // to fit the column
     std::printf("  %-16s  %-11s  %s\n", name.c_str(), enabled ? "enabled" : offered ? "offered" : "not offered",
                 gpu::feature_use(feature).c_str());
+  }
+  if (!f.subgroup_matrix_configs.empty()) {
+    std::printf("subgroup-matrix shapes the adapter offers (%s):\n",
+                f.subgroup_matrix ? "enabled" : "enable with --subgroup-matrix");
+    for (const auto& c : f.subgroup_matrix_configs)
+      std::printf("  %s x %s -> %s  M %u  N %u  K %u\n", c.component_type.c_str(), c.component_type.c_str(),
+                  c.result_type.c_str(), c.m, c.n, c.k);
   }
   // The rest, by name, wrapped: rendering and Dawn's own features, which training has no use for.
   std::printf("other features the adapter offers (rendering, texture formats, Dawn internals: unused here):\n");
@@ -177,6 +185,10 @@ int main(int argc, char** argv) {
   std::string backend = "auto";
   auto* devices = app.add_subcommand("devices", "show the adapter wgtrain picks, its limits and features");
   devices->add_option("--backend", backend, cli::backend_help());
+  bool subgroup_matrix = false;
+  devices->add_flag("--subgroup-matrix", subgroup_matrix,
+                    "open the device with Dawn's experimental subgroup-matrix feature (and allow_unsafe_apis), "
+                    "where the adapter offers it");
 
   bool verbose = false;
   auto* ops = app.add_subcommand("ops", "list the registered ops and what each supports");
@@ -200,6 +212,9 @@ int main(int argc, char** argv) {
   bench->add_option("--backend", bench_backend, cli::backend_help());
   bench->add_flag("--coopmat", bench_opt.cooperative_matrix,
                   "native Vulkan: cooperative-matrix GEMMs (fp16 operands) where the device offers them");
+  bench->add_flag("--subgroup-matrix", bench_opt.subgroup_matrix,
+                  "WebGPU: open the device with Dawn's experimental subgroup matrices and their toggles, where offered "
+                  "(for comparing the kernels' times with those toggles on)");
   bench->add_option("--only", bench_opt.only, "run only benchmarks whose name contains this");
   bench->add_option("--json", bench_opt.json_path, "also write the results as JSON lines to this file");
   bench->add_flag("--quick", bench_opt.quick, "small sizes, to check the command anywhere");
@@ -402,7 +417,7 @@ int main(int argc, char** argv) {
     // WGTRAIN_DUMP_KERNELS=DIR: every command writes the kernels it compiles there; a bad DIR fails here, before any
     // work (kernels --dump names its own directory).
     if (!(*kernels && !kernels_opt.dump_dir.empty())) detail::init_kernel_dump_from_env();
-    if (*devices) return cmd_devices(backend);
+    if (*devices) return cmd_devices(backend, subgroup_matrix);
     if (*ops) return cmd_ops(verbose);
     if (*runop) return cmd_run_op(op_name, in_path, out_path, op_args, backend);
     if (*bench) {

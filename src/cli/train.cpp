@@ -324,6 +324,9 @@ int run_train(const TrainCliOptions& cli) {
       } else if (s.step == first + 1 || s.step % every == 0 || s.val_loss || s.step == steps) {
         std::printf("%s\n", line.c_str());
       }
+      if (s.step == first + 1)
+        std::printf("%sGPU memory of a training step (pool high-water mark): %s\n", tty ? "\n" : "",
+                    describe_memory(trainer.step_memory().peak).c_str());
       std::fflush(stdout);
     });
   }

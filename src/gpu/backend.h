@@ -70,6 +70,8 @@ class GpuBackend {
   virtual void write(BufferHandle b, uint64_t offset, const void* data, uint64_t bytes, bool idle) = 0;
   // Submits what is issued, waits for it and copies the ranges back, all in one round trip.
   virtual void read(std::span<const ReadRange> ranges) = 0;
+  // Gives back staging buffers kept for later transfers (called with no work in flight).
+  virtual void trim() {}
   // A buffer-to-buffer copy, in order (sizes and offsets multiples of 4).
   virtual void copy(BufferHandle src, uint64_t src_offset, BufferHandle dst, uint64_t dst_offset,
                     uint64_t bytes) = 0;

@@ -1,6 +1,7 @@
 // Device: opening a backend, and the parts of the runtime every backend shares: transfers with their index checks,
 // pipelines, dispatch and recording of commands, submission.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -49,6 +50,41 @@ Backend parse_backend(const std::string& name) {
   if (n == "opengles" || n == "gles") throw ArgumentError("backend '" + name + "' is now spelled webgpu-opengles");
   throw ArgumentError("unknown backend '" + name + "' (choose from " + backend_choices() + ")");
 }
+
+const char* memory_category_name(MemoryCategory c) {
+  switch (c) {
+    case MemoryCategory::Other: return "other";
+    case MemoryCategory::Weights: return "weights";
+    case MemoryCategory::OptimizerState: return "optimizer state";
+    case MemoryCategory::Gradients: return "gradients";
+    case MemoryCategory::Activations: return "activations";
+    case MemoryCategory::Temporaries: return "temporaries";
+  }
+  return "?";
+}
+
+std::string describe_memory(const MemoryUsage& u) {
+  auto mib = [](uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+    return std::string(buf);
+  };
+  std::string s = mib(u.total) + ":";
+  const char* sep = " ";
+  for (MemoryCategory c : {MemoryCategory::Weights, MemoryCategory::OptimizerState, MemoryCategory::Gradients,
+                           MemoryCategory::Activations, MemoryCategory::Temporaries, MemoryCategory::Other}) {
+    if (u[c] == 0) continue;
+    s += sep + std::string(memory_category_name(c)) + " " + mib(u[c]);
+    sep = ", ";
+  }
+  return s + sep + "pool overhead " + mib(u.pool_overhead);
+}
+
+MemoryScope::MemoryScope(Device& device, MemoryCategory category)
+    : device_(&device.impl()), previous_(device.impl().category) {
+  device_->category = category;
+}
+MemoryScope::~MemoryScope() { device_->category = previous_; }
 
 namespace detail {
 
@@ -257,6 +293,9 @@ const DeviceLimits& Device::limits() const { return impl_->limits; }
 const DeviceFeatures& Device::features() const { return impl_->features; }
 DeviceStats Device::stats() const { return impl_->stats(); }
 std::vector<OpProfile> Device::profile() { return impl_->recording() ? std::vector<OpProfile>{} : impl_->backend->profile(); }
+MemoryReport Device::memory() const { return impl_->memory(); }
+void Device::reset_peak_memory() { impl_->reset_peak_memory(); }
+void Device::release_cached_memory() { impl_->release_cached(); }
 void Device::flush() { impl_->flush(); }
 void Device::synchronize() { impl_->synchronize(); }
 void Device::begin_timing() { impl_->backend->begin_timing(); }

@@ -35,6 +35,8 @@ struct Storage {
   bool host_written = false;
   // The serial of the recording this storage was allocated in as an op's output; 0 if none (see RecordingImpl).
   uint64_t recorded_in = 0;
+  // What it holds, for the memory report: the device's MemoryScope when allocated.
+  MemoryCategory category = MemoryCategory::Other;
   ~Storage();
 };
 
@@ -107,6 +109,8 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
 
   bool native() const { return info.backend == Backend::NativeVulkan; }
   DeviceStats stats() const;
+  // The category new storages take (MemoryScope sets it).
+  MemoryCategory category = MemoryCategory::Other;
 
   // Throws GpuError naming `op` if the device reported anything since the last check; DeviceLostError if lost.
   void check(std::string_view op) { backend->check(op); }
@@ -123,6 +127,10 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   void write(BufferHandle buffer, uint64_t offset, const void* data, size_t bytes);
   // The same for a buffer no issued work uses (freshly allocated).
   void write_idle(BufferHandle buffer, uint64_t offset, const void* data, size_t bytes);
+  // The memory report (Device::memory), a new high-water mark from now, and the idle pool given back.
+  MemoryReport memory() const;
+  void reset_peak_memory();
+  void release_cached();
   // Copies bytes back to the host; submits what is issued and waits for it. The index-error word comes back in the
   // same round trip.
   void read(BufferHandle buffer, uint64_t offset, size_t bytes, void* dst);
@@ -163,6 +171,15 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   std::map<uint64_t, std::vector<BufferHandle>> released_;
   uint64_t buffers_created_ = 0, pool_hits_ = 0, bytes_allocated_ = 0, peak_bytes_allocated_ = 0;
   BufferHandle create_buffer(uint64_t bytes, std::string_view what);
+  // Memory by category: bytes of live storages, and of buffers a live recording keeps after their storage went
+  // (`kept_`: the category and bytes they are counted under until reused or handed back to the pool).
+  uint64_t in_use_[kMemoryCategories] = {};
+  uint64_t idle_bytes_ = 0;  // capacity of the buffers in free_buffers_ and released_
+  std::unordered_map<BufferHandle, std::pair<MemoryCategory, uint64_t>> kept_;
+  MemoryUsage peak_;
+  MemoryUsage usage_now() const;
+  void update_peak();
+  void uncount_kept(BufferHandle b);
   void poison_on_gpu(BufferHandle b, uint64_t bytes);
   void free_pooled();  // gives every idle pooled buffer back to the backend
   void recycle_released();  // after a submit: released buffers may serve anything

@@ -110,7 +110,7 @@ std::string feature_use(uint32_t value) {
     case WGPUFeatureName_Subgroups:
       return "subgroup operations in shaders; no WGSL kernel uses them yet";
     case WGPUFeatureName_SubgroupMatrix:
-      return "matrix units through WebGPU; never enabled (the native Vulkan backend uses cooperative matrices)";
+      return "matrix units from WGSL; enabled only on request (--subgroup-matrix); no kernel uses them yet";
     default:
       return "";
   }

@@ -1,5 +1,5 @@
 // The buffer pool over any backend: size classes, reuse of released buffers in issue order, poisoning, and the
-// memory high-water mark.
+// memory accounting (bytes by category, the high-water mark).
 #include <algorithm>
 
 #include "gpu/device_impl.h"
@@ -42,7 +42,47 @@ BufferHandle DeviceImpl::create_buffer(uint64_t bytes, std::string_view what) {
   ++buffers_created_;
   bytes_allocated_ += bytes;
   peak_bytes_allocated_ = std::max(peak_bytes_allocated_, bytes_allocated_);
+  update_peak();
   return b;
+}
+
+// ---- memory accounting ----------------------------------------------------------------------------------------
+
+MemoryUsage DeviceImpl::usage_now() const {
+  MemoryUsage u;
+  u.total = bytes_allocated_;
+  uint64_t used = 0;
+  for (int c = 0; c < kMemoryCategories; ++c) used += u.by_category[c] = in_use_[c];
+  u.pool_overhead = bytes_allocated_ - used;
+  u.idle = idle_bytes_;
+  return u;
+}
+
+// Called whenever the total or the bytes in use grow: a new high-water mark, or the same total with more of it in use
+// (the most telling moment of the peak).
+void DeviceImpl::update_peak() {
+  if (bytes_allocated_ < peak_.total) return;
+  const MemoryUsage now = usage_now();
+  if (now.total > peak_.total || now.pool_overhead < peak_.pool_overhead) peak_ = now;
+}
+
+void DeviceImpl::uncount_kept(BufferHandle b) {
+  auto it = kept_.find(b);
+  if (it == kept_.end()) return;
+  in_use_[static_cast<int>(it->second.first)] -= it->second.second;
+  kept_.erase(it);
+}
+
+MemoryReport DeviceImpl::memory() const { return {usage_now(), peak_}; }
+
+void DeviceImpl::reset_peak_memory() { peak_ = usage_now(); }
+
+void DeviceImpl::release_cached() {
+  no_recording("releasing the cached memory");
+  synchronize();
+  free_pooled();
+  backend->trim();
+  backend->synchronize();  // a destroyed buffer's memory may come back only once the GPU is past it
 }
 
 void DeviceImpl::free_pooled() {
@@ -50,6 +90,7 @@ void DeviceImpl::free_pooled() {
     for (auto b : list) {
       backend->destroy_buffer(b);
       bytes_allocated_ -= cap;
+      idle_bytes_ -= cap;
     }
   free_buffers_.clear();
 }
@@ -82,7 +123,11 @@ std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view w
   };
   // While recording, an output first takes a buffer this recording's earlier outputs released.
   const bool reused = recording_ && !host_write && take(recording_->reusable);
-  if (!reused && !take(free_buffers_) && (host_write || !take(released_))) b = create_buffer(cap, what);
+  if (reused) uncount_kept(b);  // counted under its previous tensor until now
+  if (!reused) {
+    if (take(free_buffers_) || (!host_write && take(released_))) idle_bytes_ -= cap;
+    else b = create_buffer(cap, what);
+  }
   // A buffer the host is about to fill needs no poison; an op's output is poisoned in order on the GPU.
   if (options.poison && !host_write) poison_on_gpu(b, cap);
   auto s = std::make_shared<Storage>();
@@ -91,8 +136,11 @@ std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view w
   s->capacity = cap;
   s->bytes = bytes;
   s->host_written = host_write;
+  s->category = category;
   if (recording_ && !host_write) s->recorded_in = recording_->serial;
   live_[b] = s;
+  in_use_[static_cast<int>(category)] += bytes;
+  update_peak();
   return s;
 }
 
@@ -114,15 +162,22 @@ void DeviceImpl::poison_on_gpu(BufferHandle b, uint64_t bytes) {
 void DeviceImpl::release(Storage& s) {
   live_.erase(s.buffer);
   if (recording_ && recording_->referenced.count(s.buffer)) {
+    // The recording keeps the buffer (its replays use it): still counted, as this storage's until reused.
+    kept_[s.buffer] = {s.category, s.bytes};
     if (s.recorded_in == recording_->serial && !s.host_written)
       recording_->reusable[s.capacity].push_back(s.buffer);
     else
       recording_->pinned.emplace_back(s.buffer, s.capacity);
     return;
   }
+  in_use_[static_cast<int>(s.category)] -= s.bytes;
   release_buffer(s.buffer, s.capacity);
 }
 
-void DeviceImpl::release_buffer(BufferHandle buffer, uint64_t capacity) { released_[capacity].push_back(buffer); }
+void DeviceImpl::release_buffer(BufferHandle buffer, uint64_t capacity) {
+  uncount_kept(buffer);  // a recording's kept buffer, handed back when the recording goes
+  released_[capacity].push_back(buffer);
+  idle_bytes_ += capacity;
+}
 
 }  // namespace wgtrain::detail

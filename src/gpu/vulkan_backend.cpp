@@ -146,6 +146,7 @@ class VulkanBackend final : public GpuBackend {
   bool pending() const override { return open_ >= 0; }
   void flush() override;
   void synchronize() override;
+  void trim() override;
   void check(std::string_view op) override;
   bool lost() const override { return lost_; }
   void begin_timing() override;
@@ -307,6 +308,18 @@ void VulkanBackend::destroy_buffer(BufferHandle h) {
   api.DestroyBuffer(device, b->buffer, nullptr);
   api.FreeMemory(device, b->memory, nullptr);
   delete b;
+}
+
+void VulkanBackend::trim() {
+  if (!staging_) return;
+  synchronize();  // no transfer may still read it
+  api.UnmapMemory(device, staging_memory_);
+  api.DestroyBuffer(device, staging_, nullptr);
+  api.FreeMemory(device, staging_memory_, nullptr);
+  staging_ = VK_NULL_HANDLE;
+  staging_memory_ = VK_NULL_HANDLE;
+  staging_map_ = nullptr;
+  staging_bytes_ = 0;
 }
 
 void VulkanBackend::ensure_staging(uint64_t bytes) {

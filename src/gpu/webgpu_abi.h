@@ -6,6 +6,9 @@
 //   - every struct below against the library's DWARF (pahole), field by field: name, offset, size, total size;
 //   - every enum constant (the WGPU_ABI_ENUMS list) against the enum tables of the matching JavaScript bindings
 //     (npm bun-webgpu@0.1.7), or, for the few those lack, against the nearest header and observed behaviour;
+//   - the few structs the DWARF lacks (Dawn's own, reached only through nextInChain) against the library's machine
+//     code: the member-by-member operator== of Dawn's mirror of each struct, disassembled (objdump);
+//   - every toggle name (WGPU_ABI_TOGGLES) is a string of the library's toggle table;
 //   - every function in WGPU_ABI_FUNCTIONS is resolved from the library at load time (dawn.cpp), by name.
 // Adding a struct or a constant here without adding it to that test fails the test.
 #pragma once
@@ -47,6 +50,9 @@ constexpr uint32_t WGPU_QUERY_SET_INDEX_UNDEFINED = UINT32_MAX;
 // "header" is the nearest published Dawn header, backed by a behavioural check in the ABI test.
 #define WGPU_ABI_ENUMS(X)                                                                  \
   X(WGPUSType_ShaderSourceWGSL, 0x00000002u, "js:WGPUSType", "ShaderSourceWGSL")            \
+  X(WGPUSType_DawnTogglesDescriptor, 327690u, "js:WGPUSType", "DawnTogglesDescriptor")      \
+  X(WGPUSType_AdapterPropertiesSubgroupMatrixConfigs, 327739u, "js:WGPUSType",              \
+    "AdapterPropertiesSubgroupMatrixConfigs")                                               \
   X(WGPUCallbackMode_AllowProcessEvents, 2u, "js:WGPUCallbackMode", "AllowProcessEvents")   \
   X(WGPURequestAdapterStatus_Success, 1u, "js:RequestAdapterStatus", "Success")             \
   X(WGPURequestDeviceStatus_Success, 1u, "js:RequestDeviceStatus", "Success")               \
@@ -95,7 +101,11 @@ constexpr uint32_t WGPU_QUERY_SET_INDEX_UNDEFINED = UINT32_MAX;
   X(WGPUAdapterType_IntegratedGPU, 2u, "header", "WGPUAdapterType_IntegratedGPU")           \
   X(WGPUAdapterType_CPU, 3u, "header", "WGPUAdapterType_CPU")                               \
   X(WGPUAdapterType_Unknown, 4u, "header", "WGPUAdapterType_Unknown")                       \
-  X(WGPUStatus_Success, 1u, "header", "WGPUStatus_Success")
+  X(WGPUStatus_Success, 1u, "header", "WGPUStatus_Success")                                 \
+  X(WGPUSubgroupMatrixComponentType_F32, 1u, "header", "WGPUSubgroupMatrixComponentType_F32") \
+  X(WGPUSubgroupMatrixComponentType_F16, 2u, "header", "WGPUSubgroupMatrixComponentType_F16") \
+  X(WGPUSubgroupMatrixComponentType_U32, 3u, "header", "WGPUSubgroupMatrixComponentType_U32") \
+  X(WGPUSubgroupMatrixComponentType_I32, 4u, "header", "WGPUSubgroupMatrixComponentType_I32")
 
 #define WGTRAIN_WGPU_DECLARE_ENUM(name, value, source, key) constexpr uint32_t name = (value);
 WGPU_ABI_ENUMS(WGTRAIN_WGPU_DECLARE_ENUM)
@@ -122,6 +132,42 @@ struct WGPUShaderSourceWGSL {
   WGPUChainedStruct chain;
   WGPUStringView code;
 };
+
+// Dawn's toggles, chained to an adapter request or a device descriptor: names from the library's toggle table.
+// Not in the DWARF; its layout is checked against the library's machine code.
+struct WGPUDawnTogglesDescriptor {
+  WGPUChainedStruct chain;
+  size_t enabledToggleCount;
+  const char* const* enabledToggles;
+  size_t disabledToggleCount;
+  const char* const* disabledToggles;
+};
+
+// One shape the adapter's subgroup matrices (tensor cores from WGSL) come in: operand and result component types
+// (WGPUSubgroupMatrixComponentType_*), the result tile M x N and the reduction depth K. Not in the DWARF.
+struct WGPUSubgroupMatrixConfig {
+  WGPUEnum componentType;
+  WGPUEnum resultComponentType;
+  uint32_t M;
+  uint32_t N;
+  uint32_t K;
+};
+
+// Chained to WGPUAdapterInfo, AdapterGetInfo fills it (where the adapter has the subgroup-matrix feature); free
+// with AdapterPropertiesSubgroupMatrixConfigsFreeMembers. Not in the DWARF.
+struct WGPUAdapterPropertiesSubgroupMatrixConfigs {
+  WGPUChainedStruct chain;
+  size_t configCount;
+  const WGPUSubgroupMatrixConfig* configs;
+};
+
+// Toggle names: X(C++ name, the name in the library's toggle table).
+#define WGPU_ABI_TOGGLES(X)                                                                                 \
+  X(kToggleAllowUnsafeApis, "allow_unsafe_apis")           /* experimental features, subgroup matrices */    \
+  X(kToggleUseVulkanMemoryModel, "use_vulkan_memory_model") /* subgroup matrices need it on Vulkan */
+#define WGTRAIN_WGPU_DECLARE_TOGGLE(name, text) inline constexpr const char* name = text;
+WGPU_ABI_TOGGLES(WGTRAIN_WGPU_DECLARE_TOGGLE)
+#undef WGTRAIN_WGPU_DECLARE_TOGGLE
 
 struct WGPUInstanceCapabilities {
   WGPUChainedStruct* nextInChain;
@@ -375,6 +421,7 @@ struct WGPUQuerySetDescriptor {
   X(void, InstanceRelease, (WGPUInstance))                                                                        \
   X(WGPUEnum, AdapterGetInfo, (WGPUAdapter, WGPUAdapterInfo*))                                                    \
   X(void, AdapterInfoFreeMembers, (WGPUAdapterInfo))                                                              \
+  X(void, AdapterPropertiesSubgroupMatrixConfigsFreeMembers, (WGPUAdapterPropertiesSubgroupMatrixConfigs))        \
   X(WGPUEnum, AdapterGetLimits, (WGPUAdapter, WGPULimits*))                                                       \
   X(void, AdapterGetFeatures, (WGPUAdapter, WGPUSupportedFeatures*))                                              \
   X(WGPUBool, AdapterHasFeature, (WGPUAdapter, WGPUEnum))                                                         \

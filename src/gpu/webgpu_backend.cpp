@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "gpu/dawn.h"
@@ -140,6 +141,12 @@ std::string error_type_name(uint32_t type) {
     case WGPUErrorType_Internal: return "internal error";
     default: return "unknown error";
   }
+}
+
+void WebGpuBackend::trim() {
+  for (auto& [cap, list] : free_readback_)
+    for (auto b : list) api.BufferRelease(b);
+  free_readback_.clear();
 }
 
 WebGpuBackend::~WebGpuBackend() {
@@ -730,9 +737,20 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
       tried = "Vulkan: " + why;
     }
   }
+  // Subgroup matrices: Dawn exposes (and lets a device request) experimental features only with allow_unsafe_apis,
+  // set on the adapter as well as the device; on Vulkan they also need the Vulkan memory model.
+  const char* const adapter_toggles[] = {kToggleAllowUnsafeApis};
+  const char* const device_toggles[] = {kToggleAllowUnsafeApis, kToggleUseVulkanMemoryModel};
+  WGPUDawnTogglesDescriptor adapter_td{}, device_td{};
+  adapter_td.chain.sType = device_td.chain.sType = WGPUSType_DawnTogglesDescriptor;
+  adapter_td.enabledToggleCount = std::size(adapter_toggles);
+  adapter_td.enabledToggles = adapter_toggles;
+  device_td.enabledToggleCount = std::size(device_toggles);
+  device_td.enabledToggles = device_toggles;
   for (const auto& c : candidates) {
     AdapterRequest req;
     WGPURequestAdapterOptions ro{};
+    if (options.subgroup_matrix) ro.nextInChain = &adapter_td.chain;
     ro.featureLevel = c.level;
     ro.powerPreference = WGPUPowerPreference_HighPerformance;
     ro.backendType = c.backend;
@@ -799,6 +817,32 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
   if (options.timestamps && offered(WGPUFeatureName_TimestampQuery)) want.push_back(WGPUFeatureName_TimestampQuery);
   if (offered(WGPUFeatureName_ShaderF16)) want.push_back(WGPUFeatureName_ShaderF16);
   if (offered(WGPUFeatureName_Subgroups)) want.push_back(WGPUFeatureName_Subgroups);
+  if (offered(WGPUFeatureName_SubgroupMatrix)) {
+    // The shapes, for `wgtrain devices` and the kernels (the query errs where the feature is absent: ask only here).
+    WGPUAdapterPropertiesSubgroupMatrixConfigs smc{};
+    smc.chain.sType = WGPUSType_AdapterPropertiesSubgroupMatrixConfigs;
+    WGPUAdapterInfo ai{};
+    ai.nextInChain = &smc.chain;
+    if (api.AdapterGetInfo(impl->adapter, &ai) == WGPUStatus_Success) {
+      auto type = [](uint32_t t) -> std::string {
+        switch (t) {
+          case WGPUSubgroupMatrixComponentType_F32: return "f32";
+          case WGPUSubgroupMatrixComponentType_F16: return "f16";
+          case WGPUSubgroupMatrixComponentType_U32: return "u32";
+          case WGPUSubgroupMatrixComponentType_I32: return "i32";
+          default: return "type " + std::to_string(t);
+        }
+      };
+      for (size_t i = 0; i < smc.configCount; ++i) {
+        const WGPUSubgroupMatrixConfig& m = smc.configs[i];
+        impl->features.subgroup_matrix_configs.push_back(
+            {type(m.componentType), type(m.resultComponentType), m.M, m.N, m.K});
+      }
+      api.AdapterPropertiesSubgroupMatrixConfigsFreeMembers(smc);
+      api.AdapterInfoFreeMembers(ai);
+    }
+    if (options.subgroup_matrix) want.push_back(WGPUFeatureName_SubgroupMatrix);
+  }
 
   // Limits: the adapter's own, so large buffers and 1024-wide workgroups are available where the hardware has them.
   WGPULimits adapter_limits{};
@@ -807,6 +851,7 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
 
   DeviceRequest dreq;
   WGPUDeviceDescriptor dd{};
+  if (options.subgroup_matrix) dd.nextInChain = &device_td.chain;
   dd.label = sv("wgtrain");
   dd.requiredFeatureCount = want.size();
   dd.requiredFeatures = want.data();
@@ -854,7 +899,7 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
   f.timestamp_query = api.DeviceHasFeature(impl->device, WGPUFeatureName_TimestampQuery) != 0;
   f.shader_f16 = api.DeviceHasFeature(impl->device, WGPUFeatureName_ShaderF16) != 0;
   f.subgroups = api.DeviceHasFeature(impl->device, WGPUFeatureName_Subgroups) != 0;
-  f.subgroup_matrix = offered(WGPUFeatureName_SubgroupMatrix);
+  f.subgroup_matrix = api.DeviceHasFeature(impl->device, WGPUFeatureName_SubgroupMatrix) != 0;
   for (const auto& k : embedded_kernels()) impl->kernels_.insert(k.name);
   impl->check("device creation");
   return impl;

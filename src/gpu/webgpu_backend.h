@@ -42,6 +42,7 @@ class WebGpuBackend final : public GpuBackend {
   void prepare(RecordingImpl& r) override;
   void replay(const RecordingImpl& r) override;
   void release(RecordingImpl& r) override;
+  void trim() override;
 
   // Builds a pipeline from WGSL text (entry point "main"); throws GpuError with the compiler's message. Not cached.
   Pipeline build_pipeline(const std::string& label, const std::string& source);

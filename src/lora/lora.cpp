@@ -252,8 +252,14 @@ void LoraAdapters::build() {
     adapters_.push_back(std::move(a));
   }
   Device& device = model_->device();
-  values_ = ops::full(device, {arena_size_}, 0.0);
-  grads_ = ops::full(device, {arena_size_}, 0.0);
+  {
+    const MemoryScope scope(device, MemoryCategory::Weights);
+    values_ = ops::full(device, {arena_size_}, 0.0);
+  }
+  {
+    const MemoryScope scope(device, MemoryCategory::Gradients);
+    grads_ = ops::full(device, {arena_size_}, 0.0);
+  }
   const auto key = ops::dropout_key(config_.seed, 0);
   dropout_key_ = Tensor::from_host(device, {4}, std::span<const int32_t>(key.data(), key.size()));
 }

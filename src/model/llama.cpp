@@ -243,6 +243,7 @@ void rope_tables(const LlamaConfig& c, std::vector<float>& cos, std::vector<floa
 Llama::Llama(Device& device, const LlamaConfig& config, NoInit, Trainable trainable)
     : device_(&device), config_(config), trainable_(trainable) {
   build();
+  const MemoryScope scope(device, MemoryCategory::Weights);
   for (size_t i = 0; i < params_.size(); ++i)
     if (!params_[i].trainable && params_[i].q4 < 0) frozen_[i] = Tensor::empty(device, params_[i].shape);
 }
@@ -311,9 +312,14 @@ void Llama::build() {
   if (!c.tie_embeddings) head_ = add("lm_head.weight", {c.vocab_size, c.dim}, Kind::Head, c.quantize_head);
 
   if (arena_size_ > 0) {
-    values_ = ops::full(device, {arena_size_}, 0.0);
+    {
+      const MemoryScope scope(device, MemoryCategory::Weights);
+      values_ = ops::full(device, {arena_size_}, 0.0);
+    }
+    const MemoryScope scope(device, MemoryCategory::Gradients);
     grads_ = ops::full(device, {arena_size_}, 0.0);
   }
+  const MemoryScope scope(device, MemoryCategory::Weights);
   frozen_.resize(params_.size());
   for (Param& p : params_) {
     if (p.q4 < 0) continue;
@@ -327,6 +333,7 @@ void Llama::build() {
 
   std::vector<float> cs, sn;
   rope_tables(c, cs, sn);
+  const MemoryScope constants(device, MemoryCategory::Other);  // not parameters
   rope_cos_ = Tensor::from_host(device, {c.max_seq_len, hd / 2}, cs);
   rope_sin_ = Tensor::from_host(device, {c.max_seq_len, hd / 2}, sn);
 }
@@ -366,6 +373,7 @@ void Llama::load_weights(const std::function<std::vector<float>(const Param&)>& 
       weight = value(i);
       weight.write(host);
     } else {
+      const MemoryScope scope(*device_, MemoryCategory::Weights);
       weight = Tensor::from_host(*device_, p.shape, host);
       if (p.q4 < 0) frozen_[i] = weight;
     }
@@ -566,11 +574,23 @@ std::vector<ops::AdamWParam> Llama::adamw_params(const Tensor& m, const Tensor& 
 
 Tensor Llama::train_step(const Tensor& tokens, const Tensor& targets, const ops::AdamW& optimizer) {
   zero_grads();
+  std::optional<MemoryScope> phase;
+  phase.emplace(*device_, MemoryCategory::Activations);
   const ag::Var l = loss(tokens, targets, /*overwrite_logits=*/true);
+  phase.reset();
+  phase.emplace(*device_, MemoryCategory::Temporaries);
   ag::backward(l);
   optimizer.update();
   requantize();
   return l.value();
+}
+
+uint64_t Llama::weight_bytes() const {
+  uint64_t n = static_cast<uint64_t>(arena_size_) * 4;
+  for (const Q4Weight& w : q4_) n += static_cast<uint64_t>(w.codes.numel() + w.scales.numel()) * 4;
+  for (const Tensor& t : frozen_)
+    if (t.defined()) n += static_cast<uint64_t>(t.numel()) * 4;
+  return n;
 }
 
 void Llama::requantize() {

@@ -136,6 +136,7 @@ struct Trainer::Impl {
   Tensor tokens, targets, eval_tokens, eval_targets;
   Tensor train_loss, eval_loss;
   Recording train_step, eval_step;
+  MemoryReport step_memory;
   // The curve so far: (step, loss) and (step, val loss); mirrored in loss.csv.
   std::vector<std::pair<double, double>> train_curve, val_curve;
   std::unique_ptr<detail::LossLog> csv;
@@ -339,6 +340,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
       load_checkpoint((fs::path(opt_.init_from) / kCheckpoint).string(), *model_, nullptr, nullptr);
   }
   if (model_->arena_size() > 0) {
+    const MemoryScope scope(device_, MemoryCategory::OptimizerState);
     s.m = ops::full(device_, {model_->arena_size()}, 0.0);
     s.v = ops::full(device_, {model_->arena_size()}, 0.0);
   }
@@ -352,6 +354,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
       s.lora = std::make_unique<LoraAdapters>(*model_, lc);
     }
     model_->set_linear_hook(s.lora.get());
+    const MemoryScope scope(device_, MemoryCategory::OptimizerState);
     s.lm = ops::full(device_, {s.lora->arena_size()}, 0.0);
     s.lv = ops::full(device_, {s.lora->arena_size()}, 0.0);
   }
@@ -384,7 +387,11 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
     for (auto& p : model_->adamw_params(s.m, s.v)) params.push_back(std::move(p));
   s.adamw = std::make_unique<ops::AdamW>(std::move(params), ao);
 
-  // The two recorded steps. Inputs are tensors written before each replay.
+  // The two recorded steps. Inputs are tensors written before each replay. The step's memory report starts here:
+  // what loading left idle in the pool (a Hugging Face import's conversions) goes back first, so that the step's
+  // high-water mark is the model, the optimizer and the step's own buffers.
+  device_.release_cached_memory();
+  device_.reset_peak_memory();
   s.tokens = Tensor::empty(device_, {B, T}, DType::I32);
   s.targets = Tensor::empty(device_, {B * T}, DType::I32);
   s.eval_tokens = Tensor::empty(device_, {B, T}, DType::I32);
@@ -393,7 +400,11 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
     s.train_loss = s.lora ? s.lora->train_step(*model_, s.tokens, s.targets, *s.adamw)
                           : model_->train_step(s.tokens, s.targets, *s.adamw);
   });
-  s.eval_step = device_.record([&] { s.eval_loss = model_->loss(s.eval_tokens, s.eval_targets, true).value(); });
+  s.step_memory = device_.memory();
+  s.eval_step = device_.record([&] {
+    const MemoryScope scope(device_, MemoryCategory::Activations);
+    s.eval_loss = model_->loss(s.eval_tokens, s.eval_targets, true).value();
+  });
   log_("training step recorded: " + std::to_string(s.train_step.dispatches()) + " dispatches per step");
 
   // Run directory and loss curve.
@@ -435,6 +446,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
 Trainer::~Trainer() = default;
 
 const LoraAdapters* Trainer::lora() const { return impl_->lora.get(); }
+const MemoryReport& Trainer::step_memory() const { return impl_->step_memory; }
 
 int64_t Trainer::train_tokens() const { return static_cast<int64_t>(impl_->train_tokens.size()); }
 int64_t Trainer::val_tokens() const { return static_cast<int64_t>(impl_->val_tokens.size()); }

@@ -97,11 +97,7 @@ void copy_into(const char* op, const Tensor& dst, const Tensor& src) {
   const Tensor staged = src.storage() == dst.storage()
                             ? clone(src)
                             : src;
-  DeviceImpl& dev = dst.device_impl();
-  StridedParams p = strided_params(dst.shape(), {&staged, &dst}, op);
-  const auto& pipe = dev.pipeline("shape/copy_into", {});
-  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.n) + 255) / 256);
-  dev.dispatch({op, &pipe, &p, sizeof p, {{staged.storage()->buffer}, {dst.storage()->buffer}}, gx, gy, 1});
+  copy_view(op, dst, staged);
 }
 
 }  // namespace wgtrain::ops::detail

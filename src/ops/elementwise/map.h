@@ -43,5 +43,9 @@ Tensor clone(const Tensor& x);
 
 // Writes src (any view) into dst (any view of the same shape and dtype), elementwise.
 void copy_into(const char* op, const Tensor& dst, const Tensor& src);
+// The kernel behind copy_into, for views already checked (same shape and dtype, different buffers, dst no
+// broadcast): a tiled transpose where dst's innermost dim is strided in src, 16-byte words where the innermost dim is
+// contiguous in both and everything is a multiple of 4 words, else one word at a time (shape/copy.cpp).
+void copy_view(const char* op, const Tensor& dst, const Tensor& src);
 
 }  // namespace wgtrain::ops::detail

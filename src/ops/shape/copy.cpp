@@ -38,12 +38,103 @@ void fill_contiguous(const Tensor& t, double value) {
   dev.dispatch({"fill", &pipe, &p, sizeof p, {{t.storage()->buffer}}, gx, gy, 1});
 }
 
+// Mirrors `struct Params` in shape/transpose.wgsl.
+struct alignas(16) TransposeParams {
+  uint32_t a_len, b_len, tiles_a, tiles_b;
+  uint32_t src_a, dst_b, src_off, dst_off;
+  uint32_t batch_rank, pad[3];
+  U32x8 batch_shape, batch_src, batch_dst;
+};
+static_assert(sizeof(TransposeParams) == 144);
+
+constexpr int64_t kTile = 32;
+
+// The tiled transpose (shape/transpose.wgsl) where dst's innermost dim `a` is strided in src and some other dim `b`
+// is contiguous in src; false (nothing issued) where the copy has no such pair of dims or they are too short for
+// tiles to pay (under 8 words, a tile would be mostly idle and the plain copy reads few sectors anyway).
+bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coalesced& c) {
+  DeviceImpl& dev = dst.device_impl();
+  const int rank = static_cast<int>(c.shape.size());
+  if (rank < 2 || !dev.backend->has_kernel("shape/transpose")) return false;
+  const int a = rank - 1;
+  const Shape& ss = c.strides[0];
+  const Shape& ds = c.strides[1];
+  if (ds[a] != 1 || ss[a] < 2) return false;  // a broadcast source (stride 0) reads one word: no transpose
+  int b = -1;
+  for (int d = 0; d < a; ++d)
+    if (ss[d] == 1) b = d;
+  if (b < 0 || c.shape[a] < 8 || c.shape[b] < 8) return false;
+  TransposeParams p{};
+  p.a_len = u32(c.shape[a], "transpose extent");
+  p.b_len = u32(c.shape[b], "transpose extent");
+  p.tiles_a = u32((c.shape[a] + kTile - 1) / kTile, "tiles");
+  p.tiles_b = u32((c.shape[b] + kTile - 1) / kTile, "tiles");
+  p.src_a = u32(ss[a], "stride");
+  p.dst_b = u32(ds[b], "stride");
+  p.src_off = u32(src.offset(), "offset");
+  p.dst_off = u32(dst.offset(), "offset");
+  Shape bshape, bsrc, bdst;
+  int64_t batch = 1;
+  for (int d = 0; d < a; ++d)
+    if (d != b) {
+      bshape.push_back(c.shape[d]);
+      bsrc.push_back(ss[d]);
+      bdst.push_back(ds[d]);
+      batch *= c.shape[d];
+    }
+  p.batch_rank = static_cast<uint32_t>(bshape.size());
+  fill_u32x8(p.batch_shape, bshape, op);
+  fill_u32x8(p.batch_src, bsrc, op);
+  fill_u32x8(p.batch_dst, bdst, op);
+  const auto& pipe = dev.pipeline("shape/transpose", {});
+  const auto [gx, gy] = dev.grid(static_cast<uint64_t>(p.tiles_a) * p.tiles_b * static_cast<uint64_t>(batch));
+  dev.dispatch({op, &pipe, &p, sizeof p, {{src.storage()->buffer}, {dst.storage()->buffer}}, gx, gy, 1});
+  return true;
+}
+
 }  // namespace
+
+namespace detail {
+
+void copy_view(const char* op, const Tensor& dst, const Tensor& src) {
+  DeviceImpl& dev = dst.device_impl();
+  const Coalesced c = coalesce(dst.shape(), {src.strides(), dst.strides()});
+  if (copy_tiled(op, dst, src, c)) return;
+  StridedParams p = strided_params(dst.shape(), {&src, &dst}, op);
+  // Rows contiguous in both views, every row start and length a multiple of 4 words: the same copy over vec4s,
+  // 16 bytes a load and a quarter of the index arithmetic (the head-layout permutes of attention are this case).
+  const size_t inner = c.shape.size() - 1;
+  bool vec4 = c.strides[0][inner] == 1 && c.strides[1][inner] == 1 && c.shape[inner] % 4 == 0 &&
+              src.offset() % 4 == 0 && dst.offset() % 4 == 0;
+  for (size_t d = 0; d < inner; ++d) vec4 = vec4 && c.strides[0][d] % 4 == 0 && c.strides[1][d] % 4 == 0;
+  if (vec4) {
+    Shape shape = c.shape, s0 = c.strides[0], s1 = c.strides[1];
+    shape[inner] /= 4;
+    for (size_t d = 0; d < inner; ++d) s0[d] /= 4, s1[d] /= 4;
+    p.n /= 4;
+    p.off[0] /= 4;
+    p.off[1] /= 4;
+    p.shape = {};
+    p.strides0 = {};
+    p.strides1 = {};
+    fill_u32x8(p.shape, shape, op);
+    fill_u32x8(p.strides0, s0, op);
+    fill_u32x8(p.strides1, s1, op);
+    p.rank = static_cast<uint32_t>(shape.size());
+  }
+  const auto& pipe = dev.pipeline("shape/copy_into", {{"T", vec4 ? "vec4<u32>" : "u32"}});
+  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.n) + 255) / 256);
+  dev.dispatch({op, &pipe, &p, sizeof p, {{src.storage()->buffer}, {dst.storage()->buffer}}, gx, gy, 1});
+}
+
+}  // namespace detail
 
 Tensor contiguous(const Tensor& x) {
   check_defined("contiguous", x, "self");
   if (x.is_contiguous()) return x;
-  return run_map("contiguous", {"x0", x.dtype()}, {x}, x.shape());
+  Tensor out = new_tensor(x.device_impl(), x.shape(), x.dtype());
+  if (out.numel() > 0) copy_view("contiguous", out, x);
+  return out;
 }
 
 Tensor expand_copy(const Tensor& x, const Shape& shape) {

@@ -155,6 +155,70 @@ TEST(Copy, IntoASliceOfAnotherTensor) {
   EXPECT_THROW(ops::copy_(upload(random_host({1})).expand({3}), upload(random_host({3}))), ArgumentError);
 }
 
+// What a view reads, from the host copy of its storage and the view's own shape, strides and offset.
+std::vector<float> gather(const std::vector<float>& storage, const Tensor& view) {
+  std::vector<float> out(static_cast<size_t>(view.numel()));
+  for (int64_t i = 0; i < view.numel(); ++i) {
+    int64_t rem = i, at = view.offset();
+    for (int k = view.rank() - 1; k >= 0; --k) {
+      at += (rem % view.shape()[k]) * view.strides()[k];
+      rem /= view.shape()[k];
+    }
+    out[static_cast<size_t>(i)] = storage[static_cast<size_t>(at)];
+  }
+  return out;
+}
+
+// The copies that transpose (the output's innermost dim strided in the source: the tiled kernel) and those that
+// move whole rows (innermost dim contiguous in both: 16-byte words where aligned), at sizes off the 32 x 32 tile,
+// from views at offsets, into poisoned outputs; exact.
+TEST(Contiguous, TransposingCopiesAtAwkwardShapes) {
+  struct Case {
+    Shape storage;
+    std::vector<int> dims;
+    int slice_dim;
+    int64_t slice_start;
+  };
+  const Case cases[] = {
+      {{33, 65}, {1, 0}, -1, 0},                 // one tile and a bit, both ways
+      {{8, 8}, {1, 0}, -1, 0},                   // the smallest tiled copy
+      {{70, 31}, {1, 0}, 0, 3},                  // an offset view: rows 3..69
+      {{3, 37, 41}, {0, 2, 1}, -1, 0},           // a batch of transposes
+      {{12, 40, 9}, {2, 1, 0}, 0, 1},            // b outside the batch dim, at an offset
+      {{2, 9, 45, 50}, {0, 3, 2, 1}, 2, 7},      // rank 4, two batch dims
+      {{4, 33, 10, 40}, {1, 3, 0, 2}, -1, 0},    // the innermost output dim from a middle source dim
+      {{2, 35, 4, 8}, {0, 2, 1, 3}, -1, 0},      // head layout: rows of 8 words (vec4 copy)
+      {{2, 35, 4, 8}, {0, 2, 1, 3}, 1, 1},       // the same at an offset of 32 words (vec4)
+      {{2, 35, 3, 6}, {0, 2, 1, 3}, 1, 1},       // rows of 6 words (one word at a time)
+      {{2, 35, 4, 8}, {0, 2, 1, 3}, 3, 2},       // rows cut to 6 words at an offset of 2
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.storage));
+    const auto host = random_host(c.storage);
+    const std::vector<float> values(host.data.begin(), host.data.end());
+    Tensor view = upload(host);
+    if (c.slice_dim >= 0) view = view.slice(c.slice_dim, c.slice_start, c.storage[c.slice_dim]);
+    view = view.permute(c.dims);
+    const Tensor got = ops::contiguous(view);
+    ASSERT_TRUE(got.is_contiguous());
+    EXPECT_EQ(got.to_host_f32(), gather(values, view));
+    // copy_ into rows 2.. of a poisoned tensor: a destination at an offset, every element written.
+    Shape big = view.shape();
+    big[0] += 2;
+    const Tensor out = Tensor::empty(test::device(), big);
+    const Tensor dst = out.slice(0, 2, big[0]);
+    ops::copy_(dst, view);
+    EXPECT_EQ(dst.to_host_f32(), gather(values, view));
+  }
+  // Int32 words whose bits are NaN patterns as floats, through the tiled kernel.
+  std::vector<int32_t> words(40 * 17);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = static_cast<int32_t>(0x7fc00001u + i * 2654435761u);
+  const Tensor w = Tensor::from_host(test::device(), {40, 17}, words).transpose(0, 1);
+  const std::vector<int32_t> got = ops::contiguous(w).to_host_i32();
+  for (int64_t i = 0; i < 17; ++i)
+    for (int64_t j = 0; j < 40; ++j) ASSERT_EQ(got[i * 40 + j], words[j * 17 + i]) << i << " " << j;
+}
+
 TEST(Slice, StepsAndNegativeBounds) {
   const auto x = random_host({10});
   const auto got = upload(x).slice(0, -8, -1, 3).to_host_f32();  // elements 2, 5, 8
