@@ -316,12 +316,13 @@ int run_bench(const BenchOptions& opt) {
       const Tensor vt = kernels.random({B, T, KV, hd}, -1, 1, 22), dout = kernels.random({B, T, H * hd}, -1, 1, 23);
       const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
       const double flops = 6.0 * static_cast<double>(B * H) * static_cast<double>(T * T) * static_cast<double>(hd);
-      const std::string shape = dims({B, T, H, KV, hd});
-      results.push_back(measure(dev, "attention fwd+bwd (fused)", shape, flops, 0, [&] {
+      const std::string shape = dims({B, T}) + " h" + std::to_string(H) + " kv" + std::to_string(KV) + " hd" +
+                                std::to_string(hd) + " f+b";
+      results.push_back(measure(dev, "attention (fused)", shape, flops, 0, [&] {
         const ops::Attention a = ops::attention(qt, kt, vt, scale);
         ops::attention_backward(dout, qt, kt, vt, a, scale);
       }));
-      results.push_back(measure(dev, "attention fwd+bwd (composite)", shape, flops, 0, [&] {
+      results.push_back(measure(dev, "attention (composite)", shape, flops, 0, [&] {
         namespace ag = autograd;
         const ag::Var qv = ag::Var::leaf(qt), kv = ag::Var::leaf(kt), vv = ag::Var::leaf(vt);
         const ag::Var qh = ag::reshape(ag::mul(ag::permute(qv, {0, 2, 1, 3}), scale), {B * H, T, hd});
