@@ -458,7 +458,6 @@ ag::Var Llama::hidden(const Tensor& tokens, KVCache* cache) const {
     if (pos + T > cache->capacity)
       throw ArgumentError("Llama: the KV cache holds " + std::to_string(cache->capacity) + " positions, " +
                           std::to_string(pos + T) + " are needed");
-    if (pos > 0 && T != 1) throw ArgumentError("Llama: after the prompt, tokens go through the cache one at a time");
   }
   const int64_t L = pos + T;  // keys attended
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(hd));
