@@ -130,6 +130,17 @@ TEST(Autograd, Products) {
   gradcheck({random_host({2, 3, 4}), random_host({5, 4})}, [](auto& v) { return ag::linear(v[0], v[1]); });
 }
 
+TEST(Autograd, FusedAttention) {
+  // q [B, T, H, hd], k and v [B, L, KV, hd]: GQA (4 query heads on 2 KV heads), an odd head dim, T < L (queries
+  // after a cached prefix), and q and k as permuted views of [B, H, T, hd] tensors (read through their strides).
+  gradcheck({random_host({2, 3, 4, 5}), random_host({2, 4, 2, 5}), random_host({2, 4, 2, 5})},
+            [](auto& v) { return ag::attention(v[0], v[1], v[2], 0.7); });
+  gradcheck({random_host({1, 2, 5, 4}), random_host({1, 2, 5, 4}), random_host({1, 5, 2, 4})},
+            [](auto& v) {
+              return ag::attention(ag::permute(v[0], {0, 2, 1, 3}), ag::permute(v[1], {0, 2, 1, 3}), v[2], 0.5);
+            });
+}
+
 TEST(Autograd, ParameterGradientsAddIntoTheirBuffers) {
   const auto x = random_host({3, 4}), w = random_host({5, 4});
   const Tensor buf = ops::full(device(), {5, 4}, 0.0);

@@ -80,6 +80,9 @@ Var masked_fill(const Var& x, const Tensor& mask, double value);
 
 // [B, M, K] x [B, K, N]; operands may be strided views (transposes cost nothing).
 Var bmm(const Var& a, const Var& b);
+// Fused causal attention (ops::attention): q [B, T, H, hd], k and v [B, L, KV, hd] (views are read in place) ->
+// [B, T, H * hd]. The backward recomputes the scores from the saved logsumexp (ops::attention_backward).
+Var attention(const Var& q, const Var& k, const Var& v, double scale);
 // x[..., K] W[N, K]^T, float32 weights.
 Var linear(const Var& x, const Var& weight);
 // x[..., K] W^T through the 4-bit weight w (linear_q4gsw). The gradient reaching W goes, straight through the

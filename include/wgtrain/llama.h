@@ -165,7 +165,8 @@ class Llama {
 
   // Generation: a cache for `batch` sequences of up to `capacity` positions (<= max_seq_len), and the logits
   // [B, V] of the last of `tokens` [B, T] given the cache's positions before them, which it then extends by T.
-  // The first call (an empty cache) may pass the whole prompt; later calls one token at a time.
+  // Any call may pass several tokens (a prompt, or more text after earlier calls): the fused attention lets the
+  // new positions see the cached ones and each other causally.
   KVCache make_cache(int64_t batch, int64_t capacity) const;
   Tensor next_logits(const Tensor& tokens, KVCache& cache) const;
 

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <unordered_set>
 
+#include "wgtrain/attention.h"
 #include "wgtrain/error.h"
 #include "wgtrain/fused_ce.h"
 #include "wgtrain/ops.h"
@@ -343,6 +344,20 @@ Var bmm(const Var& a, const Var& b) {
   return make(ops::bmm(av, bv), {a, b}, [av, bv](const Tensor& g, Grads& gr) {
     if (gr.needs(0)) gr.add(0, ops::bmm(g, bv.transpose(1, 2)));
     if (gr.needs(1)) gr.add(1, ops::bmm(av.transpose(1, 2), g));
+  });
+}
+
+Var attention(const Var& q, const Var& k, const Var& v, double scale) {
+  check(q, "attention");
+  check(k, "attention");
+  check(v, "attention");
+  const Tensor qv = q.value(), kv = k.value(), vv = v.value();
+  const ops::Attention a = ops::attention(qv, kv, vv, scale);
+  return make(a.out, {q, k, v}, [qv, kv, vv, a, scale](const Tensor& g, Grads& gr) {
+    const ops::AttentionGrads d = ops::attention_backward(g, qv, kv, vv, a, scale);
+    if (gr.needs(0)) gr.add(0, d.dq);
+    if (gr.needs(1)) gr.add(1, d.dk);
+    if (gr.needs(2)) gr.add(2, d.dv);
   });
 }
 

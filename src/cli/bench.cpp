@@ -15,6 +15,7 @@
 
 #include "wgtrain/adamw.h"
 #include "wgtrain/atomic_file.h"
+#include "wgtrain/attention.h"
 #include "wgtrain/autograd.h"
 #include "wgtrain/checkpoint.h"
 #include "wgtrain/llama.h"
@@ -339,6 +340,41 @@ int run_bench(const BenchOptions& opt) {
                               [&] { ops::mm(at, b); }));
   });
   bench_kernels(kernels, opt, results, guarded);
+
+  // Causal attention forward and backward at the train_step model's shape, fused (ops::attention) and as the
+  // composite path it replaced (heads permuted out, KV heads expanded, [B * H, T, T] scores, causal softmax, bmm;
+  // the backward through autograd). Both rows count the same FLOPs: the causal half of the two forward and four
+  // backward products, 6 B H T^2 hd (the fused backward also recomputes the scores; not counted). The composite row
+  // also scales q and takes the loss's product and sum with dout: elementwise passes over [B, T, H * hd].
+  if (want("attention") && runs("attention", {"attention", "attention_backward", "bmm", "_softmax"}))
+    guarded("attention", [&] {
+      const LlamaConfig c = LlamaConfig::preset(q ? "tiny" : opt.train_config);
+      const int64_t B = q ? 2 : opt.train_batch, T = std::min(q ? int64_t{64} : opt.train_seq, c.max_seq_len);
+      const int64_t H = c.n_heads, KV = c.n_kv_heads, hd = c.head_dim();
+      const Tensor qt = kernels.random({B, T, H, hd}, -1, 1, 20), kt = kernels.random({B, T, KV, hd}, -1, 1, 21);
+      const Tensor vt = kernels.random({B, T, KV, hd}, -1, 1, 22), dout = kernels.random({B, T, H * hd}, -1, 1, 23);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+      const double flops = 6.0 * static_cast<double>(B * H) * static_cast<double>(T * T) * static_cast<double>(hd);
+      const std::string shape = dims({B, T}) + " h" + std::to_string(H) + " kv" + std::to_string(KV) + " hd" +
+                                std::to_string(hd) + " f+b";
+      results.push_back(measure(dev, "attention (fused)", shape, flops, 0, [&] {
+        const ops::Attention a = ops::attention(qt, kt, vt, scale);
+        ops::attention_backward(dout, qt, kt, vt, a, scale);
+      }));
+      results.push_back(measure(dev, "attention (composite)", shape, flops, 0, [&] {
+        namespace ag = autograd;
+        const ag::Var qv = ag::Var::leaf(qt), kv = ag::Var::leaf(kt), vv = ag::Var::leaf(vt);
+        const ag::Var qh = ag::reshape(ag::mul(ag::permute(qv, {0, 2, 1, 3}), scale), {B * H, T, hd});
+        auto heads = [&](const ag::Var& x) {
+          const ag::Var e = ag::expand(ag::reshape(ag::permute(x, {0, 2, 1, 3}), {B, KV, 1, T, hd}),
+                                       {B, KV, H / KV, T, hd});
+          return ag::reshape(e, {B * H, T, hd});
+        };
+        const ag::Var o = ag::bmm(ag::softmax(ag::bmm(qh, ag::transpose(heads(kv), 1, 2)), -1, true), heads(vv));
+        const ag::Var merged = ag::reshape(ag::permute(ag::reshape(o, {B, H, T, hd}), {0, 2, 1, 3}), {B, T, H * hd});
+        ag::backward(ag::sum(ag::mul(merged, ag::Var::constant(dout)), {}));
+      }));
+    });
 
   // A whole training step of a Llama model (forward, backward, AdamW, requantisation), recorded once and replayed.
   if (want("train_step") && runs("train_step", model_ops())) guarded("train_step", [&] {

@@ -15,6 +15,7 @@
 #include "gpu/device_impl.h"
 #include "gpu/kernels.h"
 #include "wgtrain/adamw.h"
+#include "wgtrain/attention.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
 #include "wgtrain/fused_ce.h"
@@ -157,6 +158,13 @@ std::optional<Example> example_for(const OpSchema& s) {
        {{{"grad_output", {3, 6}}, {"weight", {6, 10}, I, 0, 255}, {"scales", {1, 6}, DType::F32, 0.01, 0.1}},
         {{"group_size", "32"}, {"in_features", "20"}}}},
       {"linear_dW", {{{"grad_output", {4, 6}}, {"input", {4, 5}}, {"grad", {6, 5}}}, {}}},
+      {"attention", {{{"q", {2, 5, 4, 8}, DType::F32, -1, 1}, {"k", {2, 7, 2, 8}, DType::F32, -1, 1},
+                      {"v", {2, 7, 2, 8}, DType::F32, -1, 1}}, {{"scale", "0.4"}}}},
+      {"attention_backward",
+       {{{"grad_output", {2, 5, 32}, DType::F32, -1, 1}, {"q", {2, 5, 4, 8}, DType::F32, -1, 1},
+         {"k", {2, 7, 2, 8}, DType::F32, -1, 1}, {"v", {2, 7, 2, 8}, DType::F32, -1, 1},
+         {"out", {2, 5, 32}, DType::F32, -1, 1}, {"lse", {2, 4, 5}, DType::F32, 1, 3}},
+        {}}},
       {"fused_ce", {{{"logits", {5, 11}, DType::F32, -3, 3}, {"labels", {5}, I, -1, 10}}, {}}},
       {"adamw_step", {{{"param", {7}}, {"grad", {7}}, {"m", {7}}, {"v", {7}}}, {{"lr", "0.01"}, {"step", "3"}}}},
       {"dropout", {{{"self", {3, 5}}, {"key", {4}, I, 0, 1000}}, {{"p", "0.3"}, {"stream", "7"}}}},
@@ -215,6 +223,12 @@ void larger_calls(Device& dev) {
     throw;
   }
   split_k = saved;
+  // Attention at base's head dim (64), forward and backward (the tiny training step below runs hd 32).
+  {
+    const Tensor q = random_floats(dev, {2, 70, 4, 64}, -1, 1), kv = random_floats(dev, {2, 70, 2, 64}, -1, 1);
+    const ops::Attention a = ops::attention(q, kv, kv, 0.125);
+    ops::attention_backward(random_floats(dev, {2, 70, 256}, -1, 1), q, kv, kv, a, 0.125);
+  }
   // fused_ce with rows too long to keep in registers (scalar and vec4), and in place.
   for (int64_t v : {int64_t{8193}, int64_t{32772}}) {
     const Tensor logits = random_floats(dev, {2, v}, -3, 3);

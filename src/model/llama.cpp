@@ -466,9 +466,8 @@ ag::Var Llama::hidden(const Tensor& tokens, KVCache* cache) const {
     if (pos + T > cache->capacity)
       throw ArgumentError("Llama: the KV cache holds " + std::to_string(cache->capacity) + " positions, " +
                           std::to_string(pos + T) + " are needed");
-    if (pos > 0 && T != 1) throw ArgumentError("Llama: after the prompt, tokens go through the cache one at a time");
   }
-  const int64_t rep = H / KV, L = pos + T;  // keys attended: L
+  const int64_t L = pos + T;  // keys attended
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(hd));
   // The rotary rows of positions pos..pos+T-1.
   const Tensor cos = pos == 0 ? rope_cos_ : rope_cos_.slice(0, pos, pos + T);
@@ -486,25 +485,18 @@ ag::Var Llama::hidden(const Tensor& tokens, KVCache* cache) const {
     // Queries take the attention's 1 / sqrt(hd) with their rotation.
     q = ag::rope(q, cos, sin, q_scale);
     k = ag::rope(k, cos, sin, 1.0);
-    q = ag::reshape(ag::permute(q, {0, 2, 1, 3}), {B * H, T, hd});
-    ag::Var keys = ag::permute(k, {0, 2, 1, 3}), values = ag::permute(v, {0, 2, 1, 3});  // [B, KV, T, hd]
+    // Causal attention, fused (ops::attention): q [B, T, H, hd] against keys and values [B, L, KV, hd], read
+    // where they lie; each KV head serves H / KV consecutive query heads; the scale is already in q.
+    ag::Var keys = k, values = v;
     if (cache) {
-      // Generation: no gradients; the new positions join the cache and attention reads all of it.
-      ops::copy_(cache->k[l].slice(2, pos, L), keys.value());
-      ops::copy_(cache->v[l].slice(2, pos, L), values.value());
-      keys = ag::Var::constant(cache->k[l].slice(2, 0, L));
-      values = ag::Var::constant(cache->v[l].slice(2, 0, L));
+      // Generation: no gradients; the new positions join the cache [B, KV, capacity, hd], and attention reads
+      // its first L positions through a permuted view.
+      ops::copy_(cache->k[l].slice(2, pos, L), k.value().permute({0, 2, 1, 3}));
+      ops::copy_(cache->v[l].slice(2, pos, L), v.value().permute({0, 2, 1, 3}));
+      keys = ag::Var::constant(cache->k[l].slice(2, 0, L).permute({0, 2, 1, 3}));
+      values = ag::Var::constant(cache->v[l].slice(2, 0, L).permute({0, 2, 1, 3}));
     }
-    // To [B * H, L, hd]; each KV head serves `rep` consecutive query heads.
-    auto heads = [&](const ag::Var& p) {
-      if (rep == 1) return ag::reshape(p, {B * H, L, hd});
-      const ag::Var e = ag::expand(ag::reshape(p, {B, KV, 1, L, hd}), {B, KV, rep, L, hd});
-      return ag::reshape(e, {B * H, L, hd});
-    };
-    // Causal attention: each query counts the keys up to its own position (a decoded token: all of them).
-    const ag::Var scores = ag::bmm(q, ag::transpose(heads(keys), 1, 2));  // [B * H, T, L]
-    const ag::Var attn = ag::bmm(ag::softmax(scores, -1, /*causal=*/T > 1), heads(values));
-    const ag::Var merged = ag::reshape(ag::permute(ag::reshape(attn, {B, H, T, hd}), {0, 2, 1, 3}), {B, T, H * hd});
+    const ag::Var merged = ag::attention(q, keys, values, 1.0);  // [B, T, H * hd]
     x = ag::add(x, linear(merged, P.o, P.o_bias));
     const ag::Var h2 = rms_norm(x, P.mlp_norm);
     x = ag::add(x, linear(ag::mul(ag::silu(linear(h2, P.gate)), linear(h2, P.up)), P.down));

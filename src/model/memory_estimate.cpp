@@ -63,10 +63,10 @@ MemoryEstimate estimate_training_memory(const LlamaConfig& c, int64_t batch, int
     q4 += L * (linear(qd, D) + 2 * linear(kv, D) + linear(D, qd) + 2 * linear(F, D) + linear(D, F));
   }
   // What the tape must keep per layer for the backward, at the least: the layer's input and its two normed copies,
-  // the rotated q, k and v, the attention probabilities [B * H, T, T], the attention output, gate, up and their
-  // product.
+  // the rotated q, k and v, the attention output and its per-query logsumexp (fused attention keeps no [T, T]
+  // scores), gate, up and their product.
   const double per_token = 3 * D + 2 * qd + 2 * kv + 3 * F;
-  const double activations = 4 * L * B * T * (per_token + H * T);
+  const double activations = 4 * L * B * T * (per_token + H);
   e.device_bytes = 4 * e.arena_bytes + q4 + activations + e.logits_bytes;
   // A checkpoint save holds the weights and both moments on the host three times over: downloaded, copied into
   // the file's tensors, serialised.

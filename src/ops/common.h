@@ -71,6 +71,7 @@ void register_adamw_ops(Registry& r);
 void register_norm_ops(Registry& r);
 void register_rope_ops(Registry& r);
 void register_dropout_ops(Registry& r);
+void register_attention_ops(Registry& r);
 
 // Helpers for registry entries.
 const Tensor& input(const OpTensors& in, const std::string& name);

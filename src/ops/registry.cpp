@@ -88,6 +88,7 @@ const Registry& Registry::global() {
     ops::detail::register_norm_ops(r);
     ops::detail::register_rope_ops(r);
     ops::detail::register_dropout_ops(r);
+    ops::detail::register_attention_ops(r);
     return r;
   }();
   return reg;
@@ -137,8 +138,9 @@ void require_ops(Backend backend, const std::vector<std::string>& ops, const std
 }
 
 const std::vector<std::string>& model_ops() {
-  static const std::vector<std::string> ops = {"embedding", "rms_norm", "linear_q4gsw", "rope", "bmm",
-                                               "_softmax", "mul", "add", "silu", "fused_ce", "adamw_step"};
+  static const std::vector<std::string> ops = {"embedding", "rms_norm",  "linear_q4gsw", "rope",
+                                               "attention", "mul",       "add",          "silu",
+                                               "fused_ce",  "adamw_step"};
   return ops;
 }
 

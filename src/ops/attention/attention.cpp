@@ -1,0 +1,259 @@
+// Fused causal attention: forward (forward.wgsl) and backward (backward_dq.wgsl, then backward_dkv.wgsl for dV
+// and for dK). Views of q, k, v and dO are read in place through their strides: the projections' [B, T, heads,
+// hd] and the KV cache's [B, KV, capacity, hd] need no copy.
+#include "wgtrain/attention.h"
+
+#include <cmath>
+#include <string>
+
+#include "ops/common.h"
+#include "wgtrain/device.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain::ops {
+
+using namespace detail;
+
+namespace {
+
+struct alignas(16) AttentionParams {
+  uint32_t batch, time, keys, heads, kv_heads, head_dim, offset, blocks;
+  uint32_t q[4], k[4], v[4], g[4];  // element offset, then strides of batch, time, head
+  float scale;
+  uint32_t pad[3];
+};
+
+constexpr int64_t kRows = 64;  // queries (keys in the dK/dV kernel) per workgroup: the kernels' WG
+constexpr int64_t kMaxHeadDim = 256;
+
+void fill_view(uint32_t dst[4], const Tensor& t) {
+  dst[0] = u32(t.offset(), "offset");
+  for (int d = 0; d < 3; ++d) dst[d + 1] = u32(t.strides()[d], "stride");
+}
+
+// The view itself where its head dim is dense (and no stride is negative), else a dense copy.
+Tensor dense_rows(const Tensor& t) {
+  for (int d = 0; d < 4; ++d)
+    if (t.strides()[d] < 0) return contiguous(t);
+  return t.size(3) == 1 || t.strides()[3] == 1 ? t : contiguous(t);
+}
+
+// Every row of the view starts at a multiple of 4 elements (a size-1 dim's stride never moves it).
+bool vec4_view(const Tensor& t) {
+  if (t.offset() % 4) return false;
+  for (int d = 0; d < 3; ++d)
+    if (t.size(d) > 1 && t.strides()[d] % 4) return false;
+  return true;
+}
+
+// Rows of a workgroup-memory tile: the most of 32, 16, 8, 4 whose two tiles of hd4 vec4s per row (plus `extra`
+// bytes a row) fit the device's workgroup storage. On a CPU rasteriser, 4 rows except at hd 32 and 64 (the
+// presets', whose GPU variants the tests then run): llvmpipe's LLVM spent a minute and more on larger tiles at hd
+// 48 (32 rows) and 128 (32 and 16 rows), and seconds at hd 32 and 64.
+int64_t tile_rows(const DeviceImpl& dev, int64_t hd4, int64_t extra) {
+  for (int64_t rows : {32, 16, 8, 4})
+    if (rows * (2 * hd4 * 16 + extra) <= static_cast<int64_t>(dev.limits.max_workgroup_storage) &&
+        (!dev.info.software || rows == 4 || hd4 == 8 || hd4 == 16))
+      return rows;
+  throw UnsupportedError("attention: a tile of 4 rows of head dim " + std::to_string(hd4 * 4) + " needs " +
+                         std::to_string(4 * (2 * hd4 * 16 + extra)) + " bytes of workgroup storage, the device has " +
+                         std::to_string(dev.limits.max_workgroup_storage));
+}
+
+struct Dims {
+  int64_t B, T, L, H, KV, hd;
+};
+
+Dims check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  for (auto [t, name] : {std::pair<const Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
+    check_dtype(op, *t, name, {DType::F32});
+    check_rank(op, *t, name, 4);
+  }
+  check_same_device(op, q, k);
+  check_same_device(op, q, v);
+  const Dims d{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3)};
+  if (k.shape() != v.shape())
+    throw ArgumentError(std::string(op) + ": k " + shape_str(k.shape()) + " and v " + shape_str(v.shape()) +
+                        " must have one shape [B, L, KV, hd]");
+  if (k.size(0) != d.B || k.size(3) != d.hd)
+    throw ArgumentError(std::string(op) + ": q " + shape_str(q.shape()) + " is [B, T, H, hd], so k and v must be [" +
+                        std::to_string(d.B) + ", L, KV, " + std::to_string(d.hd) + "], got " + shape_str(k.shape()));
+  if (d.L < d.T)
+    throw ArgumentError(std::string(op) + ": " + std::to_string(d.T) + " queries need at least as many keys, got " +
+                        std::to_string(d.L) + " (the queries are the last T of L positions)");
+  if (d.KV < 1 || d.H % d.KV)
+    throw ArgumentError(std::string(op) + ": " + std::to_string(d.H) + " query heads must be a multiple of the " +
+                        std::to_string(d.KV) + " key/value heads");
+  if (d.hd < 1 || d.hd > kMaxHeadDim)
+    throw ArgumentError(std::string(op) + ": head dim " + std::to_string(d.hd) + " is outside 1.." +
+                        std::to_string(kMaxHeadDim));
+  if (!std::isfinite(scale)) throw ArgumentError(std::string(op) + ": the scale must be finite");
+  return d;
+}
+
+AttentionParams params_of(const Dims& d, int64_t blocks, const Tensor& q, const Tensor& k, const Tensor& v,
+                          double scale) {
+  AttentionParams p{};
+  p.batch = u32(d.B, "batch");
+  p.time = u32(d.T, "queries");
+  p.keys = u32(d.L, "keys");
+  p.heads = u32(d.H, "heads");
+  p.kv_heads = u32(d.KV, "kv heads");
+  p.head_dim = u32(d.hd, "head dim");
+  p.offset = u32(d.L - d.T, "offset");
+  p.blocks = u32(blocks, "blocks");
+  fill_view(p.q, q);
+  fill_view(p.k, k);
+  fill_view(p.v, v);
+  p.scale = static_cast<float>(scale);
+  u32(d.B * d.L * d.KV * d.hd, "key elements");
+  u32(d.B * d.T * d.H * d.hd, "query elements");
+  return p;
+}
+
+}  // namespace
+
+Attention attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale) {
+  const char* op = "attention";
+  const Dims d = check_qkv(op, q_in, k_in, v_in, scale);
+  const Tensor q = dense_rows(q_in), k = dense_rows(k_in), v = dense_rows(v_in);
+  DeviceImpl& dev = q.device_impl();
+  Attention a;
+  a.out = new_tensor(dev, {d.B, d.T, d.H * d.hd}, DType::F32);
+  a.lse = new_tensor(dev, {d.B, d.H, d.T}, DType::F32);
+  if (d.B == 0 || d.T == 0 || d.H == 0) return a;
+  const int64_t hd4 = (d.hd + 3) / 4, blocks = (d.T + kRows - 1) / kRows;
+  AttentionParams p = params_of(d, blocks, q, k, v, scale);
+  const bool vec4 = d.hd % 4 == 0 && vec4_view(q) && vec4_view(k) && vec4_view(v);
+  const auto& pipe = dev.pipeline("attention/forward", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
+                                                        {"HD4", std::to_string(hd4)},
+                                                        {"VEC4", vec4 ? "true" : "false"}});
+  const auto [gx, gy] = dev.grid(static_cast<uint64_t>(d.B * d.H * blocks));
+  dev.dispatch({op, &pipe, &p, sizeof p,
+                {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {a.out.storage()->buffer},
+                 {a.lse.storage()->buffer}},
+                gx, gy, 1});
+  return a;
+}
+
+AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                  const Attention& forward, double scale) {
+  const char* op = "attention_backward";
+  const Dims d = check_qkv(op, q_in, k_in, v_in, scale);
+  check_dtype(op, dout, "grad_output", {DType::F32});
+  check_dtype(op, forward.out, "out", {DType::F32});
+  check_dtype(op, forward.lse, "lse", {DType::F32});
+  check_same_device(op, q_in, dout);
+  check_same_device(op, q_in, forward.out);
+  check_same_device(op, q_in, forward.lse);
+  const Shape q_shape = {d.B, d.T, d.H, d.hd}, merged = {d.B, d.T, d.H * d.hd};
+  for (auto [t, name] : {std::pair<const Tensor*, const char*>{&dout, "grad_output"}, {&forward.out, "out"}})
+    if (t->shape() != q_shape && t->shape() != merged)
+      throw ArgumentError(std::string(op) + ": '" + name + "' must be " + shape_str(merged) + " or " +
+                          shape_str(q_shape) + ", got " + shape_str(t->shape()));
+  if (forward.lse.shape() != Shape{d.B, d.H, d.T})
+    throw ArgumentError(std::string(op) + ": 'lse' must be " + shape_str({d.B, d.H, d.T}) + ", got " +
+                        shape_str(forward.lse.shape()));
+  const Tensor q = dense_rows(q_in), k = dense_rows(k_in), v = dense_rows(v_in);
+  // dO through its strides as [B, T, H, hd]; out and lse dense.
+  const Tensor g = dense_rows(dout.rank() == 4 ? dout
+                                               : (dout.is_contiguous() ? dout : contiguous(dout)).reshape(q_shape));
+  const Tensor o = contiguous(forward.out), lse = contiguous(forward.lse);
+  DeviceImpl& dev = q.device_impl();
+  AttentionGrads r;
+  r.dq = new_tensor(dev, q_shape, DType::F32);
+  r.dk = new_tensor(dev, k_in.shape(), DType::F32);
+  r.dv = new_tensor(dev, k_in.shape(), DType::F32);
+  if (d.B == 0 || d.H == 0 || d.L == 0) return r;
+  if (d.T == 0) {  // no query: nothing reaches k and v
+    fill_(r.dk, 0.0);
+    fill_(r.dv, 0.0);
+    return r;
+  }
+  const int64_t hd4 = (d.hd + 3) / 4;
+  const bool vec4 = d.hd % 4 == 0 && vec4_view(q) && vec4_view(k) && vec4_view(v) && vec4_view(g) &&
+                    o.offset() % 4 == 0;
+  const std::string hd4_s = std::to_string(hd4), vec4_s = vec4 ? "true" : "false";
+  const Tensor delta = new_tensor(dev, {d.B, d.H, d.T}, DType::F32);
+
+  const int64_t q_blocks = (d.T + kRows - 1) / kRows;
+  AttentionParams p = params_of(d, q_blocks, q, k, v, scale);
+  fill_view(p.g, g);
+  const auto& dq_pipe = dev.pipeline("attention/backward_dq", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
+                                                               {"HD4", hd4_s},
+                                                               {"VEC4", vec4_s}});
+  const auto [qx, qy] = dev.grid(static_cast<uint64_t>(d.B * d.H * q_blocks));
+  dev.dispatch({"attention_backward (dq)", &dq_pipe, &p, sizeof p,
+                {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
+                 {o.storage()->buffer}, {lse.storage()->buffer}, {r.dq.storage()->buffer},
+                 {delta.storage()->buffer}},
+                qx, qy, 1});
+
+  const int64_t k_blocks = (d.L + kRows - 1) / kRows;
+  p.blocks = u32(k_blocks, "blocks");
+  const std::string bq = std::to_string(tile_rows(dev, hd4, 8));
+  const auto [kx, ky] = dev.grid(static_cast<uint64_t>(d.B * d.KV * k_blocks));
+  for (bool dk : {false, true}) {
+    const auto& pipe = dev.pipeline("attention/backward_dkv",
+                                    {{"BQ", bq}, {"DK", dk ? "true" : "false"}, {"HD4", hd4_s}, {"VEC4", vec4_s}});
+    dev.dispatch({dk ? "attention_backward (dk)" : "attention_backward (dv)", &pipe, &p, sizeof p,
+                  {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
+                   {lse.storage()->buffer}, {delta.storage()->buffer},
+                   {(dk ? r.dk : r.dv).storage()->buffer}},
+                  kx, ky, 1});
+  }
+  return r;
+}
+
+namespace detail {
+
+void register_attention_ops(Registry& r) {
+  const std::string scale_help = "scores are scale * q.k (default 1 / sqrt(hd))";
+  const std::vector<std::string> shapes = {
+      "q [B, T, H, hd], k and v [B, L, KV, hd] with L >= T, H a multiple of KV, 1 <= hd <= 256",
+      "query t is position L - T + t and sees keys 0 ..= L - T + t"};
+  auto scale_of = [](const OpArgs& args, const Tensor& q) {
+    return args.get_float("scale", 1.0 / std::sqrt(static_cast<double>(q.rank() == 4 ? q.size(3) : 1)));
+  };
+  OpSchema f;
+  f.name = "attention";
+  f.family = "attention";
+  f.summary = "fused causal attention softmax(scale q k^T) v with grouped KV heads, and each query's logsumexp";
+  f.inputs = {"q", "k", "v"};
+  f.args = {{"scale", "float", "1/sqrt(hd)", scale_help}};
+  f.outputs = {"out", "lse"};
+  f.dtypes = {DType::F32};
+  f.min_rank = 4;
+  f.max_rank = 4;
+  f.constraints = shapes;
+  f.run = [scale_of](Device&, const OpTensors& in, const OpArgs& args) {
+    const Tensor& q = input(in, "q");
+    Attention a = attention(q, input(in, "k"), input(in, "v"), scale_of(args, q));
+    return OpTensors{{"out", a.out}, {"lse", a.lse}};
+  };
+  r.add(std::move(f));
+
+  OpSchema b;
+  b.name = "attention_backward";
+  b.family = "attention";
+  b.summary = "the gradients dq, dk, dv of attention, the scores recomputed from its lse";
+  b.inputs = {"grad_output", "q", "k", "v", "out", "lse"};
+  b.args = {{"scale", "float", "1/sqrt(hd)", scale_help}};
+  b.outputs = {"dq", "dk", "dv"};
+  b.dtypes = {DType::F32};
+  b.min_rank = 3;
+  b.max_rank = 4;
+  b.training_only = true;
+  b.constraints = shapes;
+  b.constraints.push_back("grad_output and out [B, T, H * hd], lse [B, H, T]: attention's outputs");
+  b.run = [scale_of](Device&, const OpTensors& in, const OpArgs& args) {
+    const Tensor& q = input(in, "q");
+    AttentionGrads g = attention_backward(input(in, "grad_output"), q, input(in, "k"), input(in, "v"),
+                                          {input(in, "out"), input(in, "lse")}, scale_of(args, q));
+    return OpTensors{{"dq", g.dq}, {"dk", g.dk}, {"dv", g.dv}};
+  };
+  r.add(std::move(b));
+}
+
+}  // namespace detail
+}  // namespace wgtrain::ops

@@ -1,0 +1,163 @@
+// Fused causal attention against the float64 reference and against the composite path it replaces in the model
+// (bmm, causal softmax, bmm through autograd), forward and backward, at awkward sizes: T = 1, T not a multiple of
+// the 64-query blocks, L > T (queries after a cached prefix), GQA, head dims 6 (no vec4 path), 32, 48, 64, 80,
+// 128, and q, k, v as strided views (q from [B, H, T, hd], k and v from a [B, KV, capacity, hd] cache).
+// Outputs start poisoned (the test device fills every new buffer with NaN), so an unwritten element fails.
+// Tolerances: inputs in [-1, 1], scale 2 / sqrt(hd) (scores of magnitude up to about 2); float32 sums over hd
+// products and over up to L (dq) or T H / KV (dk, dv) terms, each summed in one invocation.
+//   out: |err| <= 2e-6 + 1e-5 |ref|; lse: |err| <= 1e-5 + 1e-6 |ref|; dq, dk, dv: |err| <= 1e-5 (1 + |ref|).
+// Against the composite path (two float32 computations): |err| <= 1e-5 (1 + |ref|) for out and every gradient.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/attention/attention_ref.h"
+#include "support/test_support.h"
+#include "wgtrain/attention.h"
+#include "wgtrain/autograd.h"
+#include "wgtrain/error.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain {
+namespace {
+
+namespace ag = wgtrain::autograd;
+using test::all_close;
+using test::download;
+using test::random_host;
+using test::upload;
+
+struct Case {
+  int64_t B, T, L, H, KV, hd;
+  bool views;  // q, k, v as permuted / sliced views rather than dense [B, T, heads, hd] tensors
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "B" << c.B << " T" << c.T << " L" << c.L << " H" << c.H << " KV" << c.KV << " hd" << c.hd
+      << (c.views ? " views" : "");
+}
+
+struct Inputs {
+  Tensor q, k, v;              // what the op reads: [B, T, H, hd] and [B, L, KV, hd], dense or views
+  ref::HostTensor hq, hk, hv;  // the same values, dense
+};
+
+Inputs make_inputs(const Case& c) {
+  Inputs in;
+  if (c.views) {
+    const int64_t capacity = c.L + 3;
+    in.q = upload(random_host({c.B, c.H, c.T, c.hd})).permute({0, 2, 1, 3});
+    in.k = upload(random_host({c.B, c.KV, capacity, c.hd})).slice(2, 0, c.L).permute({0, 2, 1, 3});
+    in.v = upload(random_host({c.B, c.KV, capacity, c.hd})).slice(2, 0, c.L).permute({0, 2, 1, 3});
+  } else {
+    in.q = upload(random_host({c.B, c.T, c.H, c.hd}));
+    in.k = upload(random_host({c.B, c.L, c.KV, c.hd}));
+    in.v = upload(random_host({c.B, c.L, c.KV, c.hd}));
+  }
+  in.hq = download(in.q);
+  in.hk = download(in.k);
+  in.hv = download(in.v);
+  return in;
+}
+
+double scale_for(const Case& c) { return 2.0 / std::sqrt(static_cast<double>(c.hd)); }
+
+class AttentionCases : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionCases, ForwardAndBackwardMatchTheReference) {
+  const Case c = GetParam();
+  const double scale = scale_for(c);
+  const Inputs in = make_inputs(c);
+  const ops::Attention a = ops::attention(in.q, in.k, in.v, scale);
+  ASSERT_EQ(a.out.shape(), (Shape{c.B, c.T, c.H * c.hd}));
+  ASSERT_EQ(a.lse.shape(), (Shape{c.B, c.H, c.T}));
+  const ref::AttentionRef want = ref::attention(in.hq, in.hk, in.hv, scale);
+  EXPECT_TRUE(all_close(a.out, want.out, 2e-6, 1e-5)) << "out";
+  EXPECT_TRUE(all_close(a.lse, want.lse, 1e-5, 1e-6)) << "lse";
+
+  const ref::HostTensor dout = random_host({c.B, c.T, c.H * c.hd});
+  const ops::AttentionGrads g = ops::attention_backward(upload(dout), in.q, in.k, in.v, a, scale);
+  const ref::AttentionGradRef gw = ref::attention_backward(dout, in.hq, in.hk, in.hv, scale);
+  EXPECT_TRUE(all_close(g.dq, gw.dq, 1e-5, 1e-5)) << "dq";
+  EXPECT_TRUE(all_close(g.dk, gw.dk, 1e-5, 1e-5)) << "dk";
+  EXPECT_TRUE(all_close(g.dv, gw.dv, 1e-5, 1e-5)) << "dv";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Awkward, AttentionCases,
+    ::testing::Values(Case{1, 1, 1, 1, 1, 32, false},     // one query, one key
+                      Case{2, 67, 67, 4, 2, 64, false},   // T past one 64-query block, GQA 2:1
+                      Case{1, 5, 133, 2, 1, 80, false},   // 128 cached positions before 5 queries, hd 80
+                      Case{1, 130, 130, 2, 2, 128, true}, // three query blocks, hd 128, strided views
+                      Case{1, 33, 40, 3, 3, 48, true},    // offset 7, hd 48, views
+                      Case{2, 9, 9, 6, 2, 6, false},      // hd 6: scalar loads; GQA 3:1
+                      Case{2, 1, 50, 4, 1, 32, true},     // one decoded token against a 50-position cache
+                      Case{1, 70, 70, 5, 5, 64, true}));  // base's layout (H = KV here), views
+
+// The composite path the model used before (heads permuted out, KV heads expanded, scores materialised, causal
+// softmax, bmm), through autograd: the fused op must give its values and gradients. Square (L = T) or one query.
+ag::Var composite(const ag::Var& q, const ag::Var& k, const ag::Var& v, double scale) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3), L = k.size(1), KV = k.size(2);
+  const ag::Var qh = ag::reshape(ag::mul(ag::permute(q, {0, 2, 1, 3}), scale), {B * H, T, hd});
+  auto heads = [&](const ag::Var& x) {
+    const ag::Var p = ag::permute(x, {0, 2, 1, 3});  // [B, KV, L, hd]
+    return ag::reshape(ag::expand(ag::reshape(p, {B, KV, 1, L, hd}), {B, KV, H / KV, L, hd}), {B * H, L, hd});
+  };
+  const ag::Var scores = ag::bmm(qh, ag::transpose(heads(k), 1, 2));
+  const ag::Var o = ag::bmm(ag::softmax(scores, -1, /*causal=*/T > 1), heads(v));
+  return ag::reshape(ag::permute(ag::reshape(o, {B, H, T, hd}), {0, 2, 1, 3}), {B, T, H * hd});
+}
+
+TEST(Attention, MatchesTheCompositePath) {
+  for (const Case& c : {Case{2, 67, 67, 4, 2, 64, false}, Case{1, 1, 19, 6, 3, 32, true},
+                        Case{1, 20, 20, 2, 1, 80, true}}) {
+    SCOPED_TRACE(testing::PrintToString(c));
+    const double scale = scale_for(c);
+    const Inputs in = make_inputs(c);
+    const ref::HostTensor dout = random_host({c.B, c.T, c.H * c.hd});
+    auto run = [&](bool fused) {
+      const ag::Var q = ag::Var::leaf(in.q), k = ag::Var::leaf(in.k), v = ag::Var::leaf(in.v);
+      const ag::Var o = fused ? ag::attention(q, k, v, scale) : composite(q, k, v, scale);
+      ag::backward(ag::sum(ag::mul(o, ag::Var::constant(upload(dout))), {}));
+      return std::vector<ref::HostTensor>{download(o.value()), download(q.grad()), download(k.grad()),
+                                          download(v.grad())};
+    };
+    const auto want = run(false);
+    const auto got = run(true);
+    const char* names[] = {"out", "dq", "dk", "dv"};
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(all_close(upload(got[i]), want[i], 1e-5, 1e-5)) << names[i];
+  }
+}
+
+TEST(Attention, BackwardIsTheSameOnEveryRun) {
+  const Case c{2, 70, 70, 4, 2, 32, false};
+  const Inputs in = make_inputs(c);
+  const Tensor dout = upload(random_host({c.B, c.T, c.H * c.hd}));
+  const ops::Attention a = ops::attention(in.q, in.k, in.v, 0.3);
+  const ops::AttentionGrads g1 = ops::attention_backward(dout, in.q, in.k, in.v, a, 0.3);
+  const ops::AttentionGrads g2 = ops::attention_backward(dout, in.q, in.k, in.v, a, 0.3);
+  EXPECT_EQ(g1.dq.to_host_f32(), g2.dq.to_host_f32());
+  EXPECT_EQ(g1.dk.to_host_f32(), g2.dk.to_host_f32());
+  EXPECT_EQ(g1.dv.to_host_f32(), g2.dv.to_host_f32());
+}
+
+TEST(Attention, RejectsBadShapesBeforeAnyWork) {
+  const Tensor q = upload(random_host({1, 4, 4, 8}));
+  const Tensor k = upload(random_host({1, 4, 2, 8}));
+  EXPECT_THROW(ops::attention(q, upload(random_host({1, 3, 2, 8})), upload(random_host({1, 3, 2, 8})), 1.0),
+               ArgumentError);  // fewer keys than queries
+  EXPECT_THROW(ops::attention(q, upload(random_host({1, 4, 3, 8})), upload(random_host({1, 4, 3, 8})), 1.0),
+               ArgumentError);  // 4 query heads on 3 KV heads
+  EXPECT_THROW(ops::attention(q, k, upload(random_host({1, 4, 2, 6})), 1.0), ArgumentError);  // k and v differ
+  EXPECT_THROW(ops::attention(q, upload(random_host({1, 4, 2, 6})), upload(random_host({1, 4, 2, 6})), 1.0),
+               ArgumentError);  // head dims differ
+  EXPECT_THROW(ops::attention(q.reshape({4, 4, 8}), k, k, 1.0), ArgumentError);  // rank 3
+  EXPECT_THROW(ops::attention(q, k, k, NAN), ArgumentError);
+  const ops::Attention a = ops::attention(q, k, k, 1.0);
+  EXPECT_THROW(ops::attention_backward(upload(random_host({1, 4, 16})), q, k, k, a, 1.0), ArgumentError);
+  EXPECT_THROW(ops::attention_backward(a.out, q, k, k, {a.out, a.out}, 1.0), ArgumentError);  // lse's shape
+}
+
+}  // namespace
+}  // namespace wgtrain
