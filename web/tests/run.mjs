@@ -1,0 +1,143 @@
+#!/usr/bin/env node
+// Runs the browser build's checks in headless Chromium (Debian's, driven by playwright-core; no browser download).
+//
+//   node web/tests/run.mjs ops    --dir build/wasm/web [--filter GTEST_FILTER] [--adapter lavapipe|swiftshader]
+//   node web/tests/run.mjs parity --dir build/wasm/web --native build/wgtrain_parity [--steps N] [--tolerance T]
+//
+// ops: the GoogleTest op tests (wgtrain_web_tests) in a Worker of web/tests/tests.html; passes when they all pass.
+// parity: the same training steps natively and in the page (web/tests/parity.cpp); passes when every loss agrees
+// within the tolerance (absolute, in nats; default 1e-5). Measured on 2026-12-03 against the native build on
+// llvmpipe: 0 on lavapipe (equal to the 9 digits printed), 9.5e-7 at most on SwiftShader (4 steps).
+//
+// The adapter: lavapipe (Mesa's Vulkan through ANGLE, a compatibility-mode adapter; the default, as its pipelines
+// build about 15x faster than SwiftShader's) or swiftshader (Chromium's own Vulkan, a core adapter limited to 256
+// invocations per workgroup). Missing pieces (chromium, playwright-core, the build) are failures, never skips.
+import {execFileSync} from 'node:child_process';
+import {createRequire} from 'node:module';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import {fileURLToPath} from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+
+function fail(message) {
+  console.error('run.mjs: ' + message);
+  process.exit(1);
+}
+
+const argv = process.argv.slice(2);
+const mode = argv.shift();
+const opt = {dir: null, filter: null, adapter: 'lavapipe', native: null, steps: '4', tolerance: '1e-5',
+             timeout: '900', screenshot: null};
+for (let i = 0; i < argv.length; i += 2) {
+  const k = argv[i].replace(/^--/, '');
+  if (!(k in opt) || i + 1 >= argv.length) fail('unknown or incomplete option ' + argv[i]);
+  opt[k] = argv[i + 1];
+}
+if (mode !== 'ops' && mode !== 'parity') fail('first argument: ops or parity');
+if (!opt.dir || !fs.existsSync(path.join(opt.dir, 'tests.html')))
+  fail('--dir must be the browser build\'s web/ directory (with tests.html); build it first (README, "In a browser")');
+
+const chromiumPath = process.env.WGTRAIN_CHROMIUM || '/usr/lib/chromium/chromium';
+if (!fs.existsSync(chromiumPath)) fail(`no Chromium at ${chromiumPath}: run scripts/setup.sh (Debian's chromium)`);
+const playwrightDir = process.env.WGTRAIN_PLAYWRIGHT || path.join(repo, '.deps', 'playwright-core');
+if (!fs.existsSync(path.join(playwrightDir, 'package.json')))
+  fail(`no playwright-core at ${playwrightDir}: run scripts/setup.sh`);
+const {chromium} = createRequire(import.meta.url)(playwrightDir);
+
+const adapterFlags = {
+  lavapipe: ['--use-webgpu-adapter=opengles', '--use-angle=vulkan'],
+  swiftshader: [],
+};
+if (!adapterFlags[opt.adapter]) fail('--adapter: lavapipe or swiftshader');
+
+// A static server for the build's web/ directory.
+const types = {'.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm'};
+function serve(dir) {
+  const server = http.createServer((req, res) => {
+    const rel = decodeURIComponent(new URL(req.url, 'http://x').pathname).replace(/^\/+/, '');
+    const file = path.join(dir, rel || 'tests.html');
+    if (!file.startsWith(path.resolve(dir)) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    res.writeHead(200, {'Content-Type': types[path.extname(file)] || 'application/octet-stream'});
+    fs.createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+// Runs a program of the build in the page; returns {exit, lines, seconds}.
+async function runInPage(program, args) {
+  const server = await serve(path.resolve(opt.dir));
+  const browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--headless=new', '--no-sandbox', '--enable-unsafe-webgpu', ...adapterFlags[opt.adapter]],
+  });
+  try {
+    const page = await browser.newPage();
+    page.on('console', (m) => { if (m.type() === 'error') console.error('[page] ' + m.text()); });
+    const url = `http://127.0.0.1:${server.address().port}/tests.html?program=${program}&args=` +
+                encodeURIComponent(args.join(' '));
+    await page.goto(url);
+    let printed = 0;
+    const deadline = Date.now() + Number(opt.timeout) * 1000;
+    for (;;) {
+      const state = await page.evaluate(() => ({
+        lines: [...document.querySelectorAll('#out span')].map((s) => s.textContent.replace(/\n$/, '')),
+        result: window.wgtrainResult || null,
+      }));
+      for (; printed < state.lines.length; ++printed) console.log(state.lines[printed]);
+      if (state.result) {
+        if (opt.screenshot) await page.screenshot({path: opt.screenshot, fullPage: true});
+        return state.result;
+      }
+      if (Date.now() > deadline) fail(`${program} did not finish in ${opt.timeout} s`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } finally {
+    await browser.close();
+    server.close();
+  }
+}
+
+function parityLine(lines, where) {
+  const line = lines.find((l) => l.startsWith('WGTRAIN_PARITY '));
+  if (!line) fail(`${where}: no WGTRAIN_PARITY line in its output`);
+  return JSON.parse(line.slice('WGTRAIN_PARITY '.length));
+}
+
+const t0 = Date.now();
+if (mode === 'ops') {
+  // By default all but the native backend's cooperative-matrix tests (the browser build has no native backend).
+  const args = ['--gtest_filter=' + (opt.filter || '-*CoopMat*')];
+  const r = await runInPage('wgtrain_web_tests', args);
+  console.log(`run.mjs: op tests in ${opt.adapter} Chromium: exit ${r.exit} after ${r.seconds.toFixed(1)} s`);
+  const ran = r.lines.find((l) => /^\[==========\] \d+ tests? from .* ran\./.test(l));
+  if (r.exit === 0 && !ran) fail('the tests reported success but no "[==========] N tests ... ran" line');
+  process.exit(r.exit === 0 ? 0 : 1);
+} else {
+  if (!opt.native || !fs.existsSync(opt.native)) fail('--native must be the native build\'s wgtrain_parity');
+  const nativeOut = execFileSync(opt.native, [opt.steps], {encoding: 'utf8', env: {...process.env}});
+  const native = parityLine(nativeOut.split('\n'), 'native');
+  const r = await runInPage('wgtrain_parity', [opt.steps]);
+  if (r.exit !== 0) fail('the browser run failed (exit ' + r.exit + ')');
+  const web = parityLine(r.lines, 'browser');
+  const tol = Number(opt.tolerance);
+  let worst = 0;
+  console.log(`step  native (${native.adapter})  browser (${web.adapter})  |difference|`);
+  native.losses.forEach((n, i) => {
+    const w = web.losses[i];
+    const d = Math.abs(n - w);
+    worst = Math.max(worst, Number.isFinite(d) ? d : Infinity);
+    console.log(`${String(i + 1).padStart(4)}  ${n.toFixed(7)}  ${w.toFixed(7)}  ${d.toExponential(2)}`);
+  });
+  const ok = web.losses.length === native.losses.length && worst <= tol;
+  console.log(`run.mjs: parity ${ok ? 'passed' : 'FAILED'}: largest difference ${worst.toExponential(2)} ` +
+              `(tolerance ${tol}) after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  process.exit(ok ? 0 : 1);
+}
