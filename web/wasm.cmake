@@ -10,6 +10,7 @@
 #   wgtrain_web_tests.{js,wasm}  GoogleTest op tests (the same *_test.cpp files as natively) and their references
 #   wgtrain_parity.{js,wasm}     a few training steps of a small model, for comparison with the native build's
 #   tests.html, worker.js        the page that runs them in a Worker (web/tests/)
+#   index.html, app.js, app_worker.js, wgtrain_app.{js,wasm}, sample.txt   the page: train, generate, download
 
 set(CMAKE_CXX_STANDARD 20)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
@@ -116,8 +117,18 @@ target_include_directories(wgtrain_parity PRIVATE "${CMAKE_SOURCE_DIR}/src")
 target_link_libraries(wgtrain_parity PRIVATE wgtrain)
 wgtrain_web_program(wgtrain_parity createWgtrainParity)
 
+# ---- the page's module ----------------------------------------------------------------------------------------------
+add_executable(wgtrain_app "${CMAKE_SOURCE_DIR}/web/src/app.cpp")
+target_include_directories(wgtrain_app PRIVATE "${CMAKE_SOURCE_DIR}/src")
+target_link_libraries(wgtrain_app PRIVATE wgtrain)
+wgtrain_web_program(wgtrain_app createWgtrainApp)
+# No main: the Worker calls app_* (EMSCRIPTEN_KEEPALIVE) through ccall.
+target_link_options(wgtrain_app PRIVATE "-sEXPORTED_FUNCTIONS=['_malloc','_free']"
+                    "-sEXPORTED_RUNTIME_METHODS=['ccall','UTF8ToString']")
+
 # ---- the pages ----------------------------------------------------------------------------------------------------
-file(GLOB WGTRAIN_WEB_STATIC CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/web/tests/*.html" "${CMAKE_SOURCE_DIR}/web/tests/*.js")
+file(GLOB WGTRAIN_WEB_STATIC CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/web/*.html" "${CMAKE_SOURCE_DIR}/web/*.js"
+     "${CMAKE_SOURCE_DIR}/web/sample.txt" "${CMAKE_SOURCE_DIR}/web/tests/*.html" "${CMAKE_SOURCE_DIR}/web/tests/*.js")
 foreach(f IN LISTS WGTRAIN_WEB_STATIC)
   get_filename_component(n "${f}" NAME)
   configure_file("${f}" "${WGTRAIN_WEB_OUT}/${n}" COPYONLY)

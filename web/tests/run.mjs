@@ -9,6 +9,10 @@
 // within the tolerance (absolute, in nats; default 1e-5). Measured on 2026-12-03 against the native build on
 // llvmpipe: 0 on lavapipe (equal to the 9 digits printed), 9.5e-7 at most on SwiftShader (4 steps).
 //
+//   node web/tests/run.mjs page   --dir build/wasm/web [--steps N] [--screenshot FILE.png]
+// page: the page's flow (web/index.html): the bundled sample, N training steps, generation, the download, and the
+// downloaded file loaded back; checked from the page's state (window.wgtrainPage), with a screenshot.
+//
 // The adapter: lavapipe (Mesa's Vulkan through ANGLE, a compatibility-mode adapter; the default, as its pipelines
 // build about 15x faster than SwiftShader's) or swiftshader (Chromium's own Vulkan, a core adapter limited to 256
 // invocations per workgroup). Missing pieces (chromium, playwright-core, the build) are failures, never skips.
@@ -36,7 +40,7 @@ for (let i = 0; i < argv.length; i += 2) {
   if (!(k in opt) || i + 1 >= argv.length) fail('unknown or incomplete option ' + argv[i]);
   opt[k] = argv[i + 1];
 }
-if (mode !== 'ops' && mode !== 'parity') fail('first argument: ops or parity');
+if (!['ops', 'parity', 'page'].includes(mode)) fail('first argument: ops, parity or page');
 if (!opt.dir || !fs.existsSync(path.join(opt.dir, 'tests.html')))
   fail('--dir must be the browser build\'s web/ directory (with tests.html); build it first (README, "In a browser")');
 
@@ -70,14 +74,18 @@ function serve(dir) {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
 
-// Runs a program of the build in the page; returns {exit, lines, seconds}.
-async function runInPage(program, args) {
-  const server = await serve(path.resolve(opt.dir));
-  const browser = await chromium.launch({
+function launch() {
+  return chromium.launch({
     executablePath: chromiumPath,
     headless: true,
     args: ['--headless=new', '--no-sandbox', '--enable-unsafe-webgpu', ...adapterFlags[opt.adapter]],
   });
+}
+
+// Runs a program of the build in the page; returns {exit, lines, seconds}.
+async function runInPage(program, args) {
+  const server = await serve(path.resolve(opt.dir));
+  const browser = await launch();
   try {
     const page = await browser.newPage();
     page.on('console', (m) => { if (m.type() === 'error') console.error('[page] ' + m.text()); });
@@ -111,8 +119,88 @@ function parityLine(lines, where) {
   return JSON.parse(line.slice('WGTRAIN_PARITY '.length));
 }
 
+// Waits until fn(page state) is true; fails on a page error or after the timeout.
+async function until(page, what, fn) {
+  const deadline = Date.now() + Number(opt.timeout) * 1000;
+  for (;;) {
+    const st = await page.evaluate(() => window.wgtrainPage);
+    if (st && st.error) fail(`page error while waiting for ${what}: ${st.error}`);
+    if (st && fn(st)) return st;
+    if (Date.now() > deadline) fail(`timed out waiting for ${what} (status: ${st && st.status})`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function pageFlow() {
+  const server = await serve(path.resolve(opt.dir));
+  const browser = await launch();
+  const steps = Number(opt.steps);
+  try {
+    const page = await browser.newPage({acceptDownloads: true});
+    page.on('pageerror', (e) => fail('page exception: ' + e.message));
+    await page.goto(`http://127.0.0.1:${server.address().port}/index.html`);
+    let st = await until(page, 'the device', (s) => s.device);
+    console.log(`device: ${JSON.stringify(st.device)}`);
+    await page.click('#sample');
+    st = await until(page, 'the sample', (s) => s.bytes > 0);
+    console.log(`sample: ${st.bytes} bytes`);
+    await page.fill('#steps', String(steps));
+    await page.fill('#batch', '4');
+    await page.fill('#seq', '32');
+    // The page's thread must stay free while the Worker trains: a timer on it keeps ticking.
+    await page.evaluate(() => { window.ticks = 0; window.tickTimer = setInterval(() => ++window.ticks, 50); });
+    const t1 = Date.now();
+    await page.click('#train');
+    st = await until(page, 'training', (s) => s.status === 'trained');
+    const trainSeconds = (Date.now() - t1) / 1000;
+    const ticks = await page.evaluate(() => window.ticks);
+    const losses = st.losses.map((l) => l.loss);
+    console.log(`trained ${losses.length} steps in ${trainSeconds.toFixed(1)} s: loss ${losses[0].toFixed(4)} -> ` +
+                `${losses[losses.length - 1].toFixed(4)}, ${Math.round(st.tokens_per_second)} tokens/s at the end; ` +
+                `${ticks} ticks of a 50 ms timer on the page meanwhile`);
+    if (losses.length !== steps) fail(`expected ${steps} losses, got ${losses.length}`);
+    if (!losses.every(Number.isFinite)) fail('a loss is not finite');
+    // Bytes start near ln 256 = 5.55 nats; 4-step means guard against one noisy batch.
+    const mean = (a) => a.reduce((x, y) => x + y, 0) / a.length;
+    if (!(mean(losses.slice(-4)) < mean(losses.slice(0, 4)) - 0.5))
+      fail('the loss did not fall by 0.5 nats over the run');
+    if (ticks < trainSeconds * 1000 / 50 / 4) fail('the page\'s thread was blocked during training');
+    await page.fill('#temperature', '0');
+    await page.click('#generate');
+    st = await until(page, 'generation', (s) => s.generated !== null);
+    const greedy = st.generated;
+    console.log(`generated (greedy): ${JSON.stringify(greedy)}`);
+    if (!greedy.length) fail('nothing generated');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
+    const file = await download.path();
+    const bytes = fs.readFileSync(file);
+    const headerLen = Number(bytes.readBigUInt64LE(0));
+    const header = JSON.parse(bytes.subarray(8, 8 + headerLen).toString('utf8'));
+    const names = Object.keys(header).filter((k) => k !== '__metadata__');
+    console.log(`download: ${download.suggestedFilename()}, ${bytes.length} bytes, ${names.length} tensors ` +
+                `(${names.slice(0, 3).join(', ')}, ...)`);
+    if (!names.includes('model.embed_tokens.weight')) fail('the download lacks model.embed_tokens.weight');
+    // The downloaded file loads back into the page and generates the same greedy text.
+    await page.evaluate(() => { window.wgtrainPage.generated = null; });
+    await page.setInputFiles('#load', file);
+    await until(page, 'loading', (s) => s.status === 'model loaded');
+    await page.click('#generate');
+    st = await until(page, 'generation after loading', (s) => s.generated !== null);
+    if (st.generated !== greedy) fail(`after loading, greedy text ${JSON.stringify(st.generated)} differs`);
+    console.log('the downloaded model, loaded back, generates the same greedy text');
+    if (opt.screenshot) await page.screenshot({path: opt.screenshot, fullPage: true});
+  } finally {
+    await browser.close();
+    server.close();
+  }
+}
+
 const t0 = Date.now();
-if (mode === 'ops') {
+if (mode === 'page') {
+  await pageFlow();
+  console.log(`run.mjs: page flow passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  process.exit(0);
+} else if (mode === 'ops') {
   // By default all but the native backend's cooperative-matrix tests (the browser build has no native backend).
   const args = ['--gtest_filter=' + (opt.filter || '-*CoopMat*')];
   const r = await runInPage('wgtrain_web_tests', args);
