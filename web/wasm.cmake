@@ -19,6 +19,10 @@ if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release)
 endif()
 set(CMAKE_CXX_FLAGS_RELEASE "-O2")
+# Flags from the environment (CXXFLAGS, LDFLAGS: meant for a sanitizer or -Werror build of the native code) are not
+# for em++.
+set(CMAKE_CXX_FLAGS "")
+set(CMAKE_EXE_LINKER_FLAGS "")
 
 # Emscripten's JavaScript tools need Debian's acorn (node finds it through NODE_PATH).
 set(CMAKE_CXX_LINKER_LAUNCHER ${CMAKE_COMMAND} -E env NODE_PATH=/usr/share/nodejs)
