@@ -20,6 +20,7 @@ import {execFileSync} from 'node:child_process';
 import {createRequire} from 'node:module';
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import {fileURLToPath} from 'node:url';
 
@@ -141,6 +142,17 @@ async function pageFlow() {
     await page.goto(`http://127.0.0.1:${server.address().port}/index.html`);
     let st = await until(page, 'the device', (s) => s.device);
     console.log(`device: ${JSON.stringify(st.device)}`);
+    // A JSONL file: each line's text, one example per line.
+    const jsonl = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wgtrain-web-')), 'data.jsonl');
+    const rows = [{text: 'caf\u00e9 one'}, {prompt: 'Q: two? ', completion: 'A: 2'},
+                  {messages: [{role: 'user', content: 'three'}, {role: 'assistant', content: '3'}]}];
+    fs.writeFileSync(jsonl, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    await page.setInputFiles('#file', jsonl);
+    const want = Buffer.byteLength('caf\u00e9 one\nQ: two? A: 2\nthree\n3');
+    st = await until(page, 'the JSONL file', (s) => s.bytes > 0);
+    if (st.bytes !== want) fail(`the JSONL file gave ${st.bytes} bytes of text, expected ${want}`);
+    console.log(`JSONL: ${st.bytes} bytes of text from ${rows.length} lines`);
+    await page.evaluate(() => { window.wgtrainPage.bytes = 0; });
     await page.click('#sample');
     st = await until(page, 'the sample', (s) => s.bytes > 0);
     console.log(`sample: ${st.bytes} bytes`);
