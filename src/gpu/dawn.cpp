@@ -1,6 +1,8 @@
 #include "gpu/dawn.h"
 
+#ifndef __EMSCRIPTEN__
 #include <dlfcn.h>
+#endif
 
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +12,16 @@
 #include "wgtrain/error.h"
 
 namespace wgtrain::gpu {
+
+#ifdef __EMSCRIPTEN__
+// The browser build: the table is the browser's WebGPU, through JavaScript (web/src/webgpu_table.cpp).
+const webgpu::Api& browser_webgpu();
+
+std::string dawn_library_path() { return "the browser's WebGPU (navigator.gpu)"; }
+
+const webgpu::Api& dawn() { return browser_webgpu(); }
+
+#else
 
 std::string dawn_library_path() {
   if (const char* env = std::getenv("WGTRAIN_DAWN_LIBRARY"); env && *env) return env;
@@ -63,5 +75,7 @@ const webgpu::Api& dawn() {
   if (!failure.empty()) throw Error(failure);
   return api;
 }
+
+#endif  // __EMSCRIPTEN__
 
 }  // namespace wgtrain::gpu

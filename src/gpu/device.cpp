@@ -327,9 +327,15 @@ Device Device::open(const DeviceOptions& requested) {
   }
   if (const char* env = std::getenv("WGTRAIN_POISON"); env && std::string(env) == "1") options.poison = true;
   if (const char* env = std::getenv("WGTRAIN_PROFILE"); env && std::string(env) == "1") options.profile = true;
+#ifdef __EMSCRIPTEN__
+  if (options.backend == Backend::NativeVulkan)
+    throw UnsupportedError("the browser build has no native Vulkan backend: use the browser's WebGPU (backend auto)");
+  std::unique_ptr<detail::GpuBackend> backend = detail::open_webgpu(options);
+#else
   std::unique_ptr<detail::GpuBackend> backend = options.backend == Backend::NativeVulkan
                                                     ? detail::open_native_vulkan(options)
                                                     : detail::open_webgpu(options);
+#endif
   auto impl = std::make_shared<DeviceImpl>(std::move(backend));
   impl->options = options;
   return Device(std::move(impl));

@@ -110,6 +110,7 @@ void on_device_lost(const WGPUDevice*, uint32_t reason, WGPUStringView message, 
 
 // Why Dawn's Vulkan backend has nothing to offer here, or empty when it may: no loader, or only CPU devices (Mesa's
 // lavapipe, which Dawn rejects with a warning before falling back to its Null adapter).
+#ifndef __EMSCRIPTEN__  // the browser build has no Vulkan loader; the browser picks its own adapter
 std::string vulkan_unusable_for_dawn() {
   try {
     const auto devices = list_vulkan_devices();
@@ -121,6 +122,7 @@ std::string vulkan_unusable_for_dawn() {
     return e.what();
   }
 }
+#endif
 
 constexpr size_t kUniformChunkBytes = 64 * 1024;
 // Largest single queue write or read-back copy, and the most queue-write staging left outstanding.
@@ -730,6 +732,11 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
   }
 
   std::string tried;
+#ifdef __EMSCRIPTEN__
+  // In a browser there is one WebGPU, whatever is under it. Asked for in compatibility mode, which a browser
+  // answers with a core adapter where it has one (and ANGLE's OpenGL ES adapter, on lavapipe, where it has not).
+  candidates = {{WGPUBackendType_WebGPU, WGPUFeatureLevel_Compatibility}};
+#else
   if (options.backend == Backend::WebGpu) {
     // Dawn would only print a warning and find nothing: skip the attempt (and the noise) where it cannot work.
     if (const std::string why = vulkan_unusable_for_dawn(); !why.empty()) {
@@ -737,6 +744,7 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
       tried = "Vulkan: " + why;
     }
   }
+#endif
   // Subgroup matrices: Dawn exposes (and lets a device request) experimental features only with allow_unsafe_apis,
   // set on the adapter as well as the device; on Vulkan they also need the Vulkan memory model.
   const char* const adapter_toggles[] = {kToggleAllowUnsafeApis};

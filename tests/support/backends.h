@@ -19,7 +19,11 @@
 
 namespace wgtrain::test {
 
+#ifdef __EMSCRIPTEN__
+inline const std::vector<std::string> kBackends = {"webgpu"};  // the browser build has no native backend
+#else
 inline const std::vector<std::string> kBackends = {"webgpu", "native-vulkan"};
+#endif
 
 template <Device& (*Dev)()>
 struct On {

@@ -125,7 +125,8 @@ void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G, double extra = 0
 TEST_P(Q4Gemms, ForwardBackwardAndWeightGradMatchReference) {
   const auto [shape, backend] = GetParam();
   const auto [M, N, K, G] = shape;
-  test::with_backend(backend, [&](auto b) { check_q4_gemms<decltype(b)>(M, N, K, G); });
+  // Bindings copied into the lambda: clang before 16 (the browser build's) cannot capture them by reference.
+  test::with_backend(backend, [M = M, N = N, K = K, G = G](auto b) { check_q4_gemms<decltype(b)>(M, N, K, G); });
 }
 
 // The same, with every product split along k into chunks whose partial sums are added at the end (split-K, which
@@ -133,7 +134,7 @@ TEST_P(Q4Gemms, ForwardBackwardAndWeightGradMatchReference) {
 TEST_P(Q4Gemms, SplitAlongKMatchReference) {
   const auto [shape, backend] = GetParam();
   const auto [M, N, K, G] = shape;
-  test::with_backend(backend, [&](auto b) {
+  test::with_backend(backend, [M = M, N = N, K = K, G = G](auto b) {  // copies: as above
     using B = decltype(b);
     B::set_split_k(1);
     check_q4_gemms<B>(M, N, K, G);

@@ -1,0 +1,139 @@
+# The browser build: the library compiled to WebAssembly by Emscripten (Debian's emscripten 3.1.6), its WebGPU the
+# browser's through web/src/webgpu_table.{cpp,js}. Included by the top-level CMakeLists.txt when it is configured
+# with Emscripten's toolchain (`cmake --preset wasm`, or the native build's wgtrain_wasm step); it sets its own flags
+# and none of the native build's.
+#
+# Left out: the native Vulkan backend (no Vulkan in a browser), the CLI, and what needs libraries Debian has no
+# WebAssembly build of: tokenizers' PCRE2 regexes and ICU normalisation, the PNG loss plot's zlib.
+#
+# Outputs, in ${CMAKE_BINARY_DIR}/web/ (a directory to serve as it is):
+#   wgtrain_web_tests.{js,wasm}  GoogleTest op tests (the same *_test.cpp files as natively) and their references
+#   wgtrain_parity.{js,wasm}     a few training steps of a small model, for comparison with the native build's
+#   tests.html, worker.js        the page that runs them in a Worker (web/tests/)
+#   index.html, app.js, app_worker.js, wgtrain_app.{js,wasm}, sample.txt   the page: train, generate, download
+
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+if(NOT CMAKE_BUILD_TYPE)
+  set(CMAKE_BUILD_TYPE Release)
+endif()
+set(CMAKE_CXX_FLAGS_RELEASE "-O2")
+# Flags from the environment (CXXFLAGS, LDFLAGS: meant for a sanitizer or -Werror build of the native code) are not
+# for em++.
+set(CMAKE_CXX_FLAGS "")
+set(CMAKE_EXE_LINKER_FLAGS "")
+
+# Emscripten's JavaScript tools need Debian's acorn (node finds it through NODE_PATH).
+set(CMAKE_CXX_LINKER_LAUNCHER ${CMAKE_COMMAND} -E env NODE_PATH=/usr/share/nodejs)
+
+set(WGTRAIN_WEB_OUT "${CMAKE_BINARY_DIR}/web")
+file(MAKE_DIRECTORY "${WGTRAIN_WEB_OUT}")
+
+# Header-only dependencies from Debian, without putting all of /usr/include (glibc's headers) on the path.
+set(WGTRAIN_WEB_SYSINC "${CMAKE_BINARY_DIR}/sysinc")
+file(MAKE_DIRECTORY "${WGTRAIN_WEB_SYSINC}")
+foreach(dir nlohmann gtest)
+  if(NOT EXISTS "${WGTRAIN_WEB_SYSINC}/${dir}")
+    file(CREATE_LINK "/usr/include/${dir}" "${WGTRAIN_WEB_SYSINC}/${dir}" SYMBOLIC)
+  endif()
+endforeach()
+
+set(WGTRAIN_WEB_COMPILE -fexceptions -include "${CMAKE_SOURCE_DIR}/web/src/compat.h" -Wall -Wextra -Wpedantic)
+
+# ---- WGSL kernels, embedded as in the native build ----------------------------------------------------------------
+file(GLOB_RECURSE WGTRAIN_WGSL CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/src/ops/*.wgsl")
+list(SORT WGTRAIN_WGSL)
+string(REPLACE ";" "|" WGTRAIN_WGSL_ARG "${WGTRAIN_WGSL}")
+set(WGTRAIN_EMBEDDED "${CMAKE_BINARY_DIR}/generated/embedded_kernels.cpp")
+add_custom_command(
+  OUTPUT "${WGTRAIN_EMBEDDED}"
+  COMMAND ${CMAKE_COMMAND} -DOUTPUT=${WGTRAIN_EMBEDDED} -DROOT=${CMAKE_SOURCE_DIR}/src/ops
+          "-DSOURCES=${WGTRAIN_WGSL_ARG}" -P ${CMAKE_SOURCE_DIR}/cmake/embed_wgsl.cmake
+  DEPENDS ${WGTRAIN_WGSL} ${CMAKE_SOURCE_DIR}/cmake/embed_wgsl.cmake
+  COMMENT "Embedding WGSL kernels"
+  VERBATIM)
+
+# ---- the library --------------------------------------------------------------------------------------------------
+file(GLOB_RECURSE WGTRAIN_WEB_SOURCES CONFIGURE_DEPENDS
+     "${CMAKE_SOURCE_DIR}/src/gpu/*.cpp" "${CMAKE_SOURCE_DIR}/src/ops/*.cpp" "${CMAKE_SOURCE_DIR}/src/io/*.cpp"
+     "${CMAKE_SOURCE_DIR}/src/autograd/*.cpp" "${CMAKE_SOURCE_DIR}/src/model/*.cpp")
+list(FILTER WGTRAIN_WEB_SOURCES EXCLUDE REGEX "_test\\.cpp$")
+list(FILTER WGTRAIN_WEB_SOURCES EXCLUDE REGEX "_ref\\.cpp$")
+list(FILTER WGTRAIN_WEB_SOURCES EXCLUDE REGEX "/src/gpu/(vulkan_backend|vk_api)\\.cpp$")
+add_library(wgtrain STATIC ${WGTRAIN_WEB_SOURCES} ${WGTRAIN_EMBEDDED} "${CMAKE_SOURCE_DIR}/web/src/webgpu_table.cpp")
+target_include_directories(wgtrain PUBLIC "${CMAKE_SOURCE_DIR}/include" PRIVATE "${CMAKE_SOURCE_DIR}/src")
+target_include_directories(wgtrain SYSTEM PUBLIC "${WGTRAIN_WEB_SYSINC}")
+target_compile_options(wgtrain PUBLIC ${WGTRAIN_WEB_COMPILE})
+
+file(GLOB_RECURSE WGTRAIN_REF_SOURCES CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/src/*_ref.cpp")
+add_library(wgtrain_reference STATIC ${WGTRAIN_REF_SOURCES})
+target_include_directories(wgtrain_reference PUBLIC "${CMAKE_SOURCE_DIR}/src")
+target_link_libraries(wgtrain_reference PUBLIC wgtrain)
+
+# Link options of every browser program: ASYNCIFY lets the synchronous C++ wait on the browser's promises (one
+# import suspends: web/src/webgpu_table.js); the module is a factory run in a Worker.
+set(WGTRAIN_WEB_LINK
+    -fexceptions
+    -sASYNCIFY=1
+    "-sASYNCIFY_IMPORTS=['wgtrain_js_wait_events']"
+    -sASYNCIFY_STACK_SIZE=1048576
+    -sALLOW_MEMORY_GROWTH=1
+    -sINITIAL_MEMORY=67108864
+    -sMODULARIZE=1
+    -sENVIRONMENT=worker
+    -sEXIT_RUNTIME=1
+    "-sEXPORTED_RUNTIME_METHODS=['callMain','UTF8ToString','stringToUTF8','lengthBytesUTF8','FS']"
+    "-sEXPORTED_FUNCTIONS=['_main','_malloc','_free']"
+    --js-library "${CMAKE_SOURCE_DIR}/web/src/webgpu_table.js")
+
+function(wgtrain_web_program name export_name)
+  set_target_properties(${name} PROPERTIES SUFFIX ".js" RUNTIME_OUTPUT_DIRECTORY "${WGTRAIN_WEB_OUT}"
+                                           LINK_DEPENDS "${CMAKE_SOURCE_DIR}/web/src/webgpu_table.js")
+  target_link_options(${name} PRIVATE ${WGTRAIN_WEB_LINK} "-sEXPORT_NAME=${export_name}")
+endfunction()
+
+# ---- GoogleTest, from Debian's sources ----------------------------------------------------------------------------
+add_library(gtest_web STATIC /usr/src/googletest/googletest/src/gtest-all.cc)
+target_include_directories(gtest_web PRIVATE /usr/src/googletest/googletest)
+target_include_directories(gtest_web SYSTEM PUBLIC "${WGTRAIN_WEB_SYSINC}")
+target_compile_options(gtest_web PRIVATE -fexceptions -w)
+
+# ---- the op tests, in the page ------------------------------------------------------------------------------------
+# The same test files as natively, for op families whose tests run on the WebGPU device alone. Each kernel costs a
+# pipeline build, seconds on a CPU rasteriser: the set is kept to the families the training step uses. Tests
+# parameterised over backends run on the WebGPU one alone here (tests/support/backends.h).
+set(WGTRAIN_WEB_TESTS
+    src/ops/matmul/matmul_test.cpp src/ops/norm/norm_test.cpp src/ops/softmax/softmax_test.cpp
+    src/ops/rope/rope_test.cpp src/ops/reduce/reduce_test.cpp src/ops/gather/gather_test.cpp
+    src/ops/elementwise/binary_test.cpp src/ops/adamw/adamw_test.cpp src/ops/q4gsw/q4gsw_test.cpp
+    src/ops/fused_ce/fused_ce_test.cpp)
+list(TRANSFORM WGTRAIN_WEB_TESTS PREPEND "${CMAKE_SOURCE_DIR}/")
+add_executable(wgtrain_web_tests ${WGTRAIN_WEB_TESTS} "${CMAKE_SOURCE_DIR}/tests/support/test_support.cpp"
+                                 "${CMAKE_SOURCE_DIR}/web/tests/web_test_main.cpp")
+target_include_directories(wgtrain_web_tests PRIVATE "${CMAKE_SOURCE_DIR}/src" "${CMAKE_SOURCE_DIR}/tests")
+target_link_libraries(wgtrain_web_tests PRIVATE wgtrain wgtrain_reference gtest_web)
+wgtrain_web_program(wgtrain_web_tests createWgtrainTests)
+
+# ---- training steps, compared with the native build's -------------------------------------------------------------
+add_executable(wgtrain_parity "${CMAKE_SOURCE_DIR}/web/tests/parity.cpp")
+target_include_directories(wgtrain_parity PRIVATE "${CMAKE_SOURCE_DIR}/src")
+target_link_libraries(wgtrain_parity PRIVATE wgtrain)
+wgtrain_web_program(wgtrain_parity createWgtrainParity)
+
+# ---- the page's module ----------------------------------------------------------------------------------------------
+add_executable(wgtrain_app "${CMAKE_SOURCE_DIR}/web/src/app.cpp")
+target_include_directories(wgtrain_app PRIVATE "${CMAKE_SOURCE_DIR}/src")
+target_link_libraries(wgtrain_app PRIVATE wgtrain)
+wgtrain_web_program(wgtrain_app createWgtrainApp)
+# No main: the Worker calls app_* (EMSCRIPTEN_KEEPALIVE) through ccall.
+target_link_options(wgtrain_app PRIVATE "-sEXPORTED_FUNCTIONS=['_malloc','_free']"
+                    "-sEXPORTED_RUNTIME_METHODS=['ccall','UTF8ToString']")
+
+# ---- the pages ----------------------------------------------------------------------------------------------------
+file(GLOB WGTRAIN_WEB_STATIC CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/web/*.html" "${CMAKE_SOURCE_DIR}/web/*.js"
+     "${CMAKE_SOURCE_DIR}/web/sample.txt" "${CMAKE_SOURCE_DIR}/web/tests/*.html" "${CMAKE_SOURCE_DIR}/web/tests/*.js")
+foreach(f IN LISTS WGTRAIN_WEB_STATIC)
+  get_filename_component(n "${f}" NAME)
+  configure_file("${f}" "${WGTRAIN_WEB_OUT}/${n}" COPYONLY)
+endforeach()
