@@ -398,6 +398,8 @@ void ComputePassEncoderDispatchWorkgroups(WGPUComputePassEncoder p, uint32_t x, 
 }
 void ComputePassEncoderEnd(WGPUComputePassEncoder p) { wgtrain_js_pass_end(id(p)); }
 void ComputePassEncoderRelease(WGPUComputePassEncoder p) { Release(p); }
+// The browser's WebGPU has no subgroup matrices: AdapterGetInfo never fills the chained list, so nothing to free.
+void AdapterPropertiesSubgroupMatrixConfigsFreeMembers(WGPUAdapterPropertiesSubgroupMatrixConfigs) {}
 void QuerySetDestroy(WGPUQuerySet q) { wgtrain_js_query_set_destroy(id(q)); }
 void QuerySetRelease(WGPUQuerySet q) { Release(q); }
 
