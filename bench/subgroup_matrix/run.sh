@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (staged by build.sh): subgroup-matrix GEMM variants through Dawn (npm webgpu@0.4.0), beside
 # cuBLAS (CUBLAS=1). Prints one line a kernel: time, TFLOP/s, and the exactness check.
+cd "$(dirname "$0")"
 (for f in ../deb/*.deb; do dpkg -x "$f" /; done; ldconfig) >/dev/null 2>&1
 [ -f dawn4.node ] || xz -dk dawn4.node.xz
 ./probe ./dawn4.node 6 4096 2 8 20 2>&1 | grep -v "^Warning" | grep -v "^    at" | head -30
