@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "model/llama_ref.h"
 #include "support/test_support.h"
@@ -144,7 +145,10 @@ std::vector<Variant> variants() {
   llama3.rope_theta = 500000;
   llama3.rope_scaling.type = "llama3";
   llama3.rope_scaling.factor = 8;
-  llama3.rope_scaling.original_max_position = 4;
+  // 16, not less: head dim 6 has three rotation frequencies, and with a shorter original context all three are
+  // divided by the factor; this one puts the fastest in llama3's smooth band (code that needs a test too) and leaves
+  // the keys' bias gradient less of a cancellation (below).
+  llama3.rope_scaling.original_max_position = 16;
   out.push_back({"o bias, llama3 rope", llama3});
   return out;
 }
@@ -182,8 +186,14 @@ TEST(Llama, LossAndGradientsMatchTheReference) {
     const double got = loss.value().to_host_f32()[0];
     EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << "WGTRAIN_TEST_SEED=" << test::seed();
     for (size_t i = 0; i < model.params().size(); ++i) {
-      EXPECT_LT(rel_err(model.grad(i).to_host_f32(), ref.grads()[i]), 2e-5)
-          << model.params()[i].name << "; WGTRAIN_TEST_SEED=" << test::seed();
+      // A key bias adds the same q.b to every score of a row, which softmax ignores: its true gradient is only what
+      // RoPE's per-position rotation leaves of a sum whose terms cancel, and float32 rounding of those terms is a
+      // larger part of it. Measured over 520 seeds (2026-12-04, llvmpipe): at most 1.5e-5 for the key biases of
+      // the llama3-rope variant (slow rotations), at most 6e-6 for every other parameter. Hence their own bound.
+      const std::string& name = model.params()[i].name;
+      const bool key_bias = name.find("k_proj.bias") != std::string::npos;
+      EXPECT_LT(rel_err(model.grad(i).to_host_f32(), ref.grads()[i]), key_bias ? 6e-5 : 2e-5)
+          << name << "; WGTRAIN_TEST_SEED=" << test::seed();
     }
   }
 }
