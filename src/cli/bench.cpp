@@ -1,6 +1,7 @@
 #include "cli/bench.h"
 
 #include "cli/train.h"
+#include "ops/attention/attention_variants.h"
 
 #include <algorithm>
 #include <chrono>
@@ -357,10 +358,51 @@ int run_bench(const BenchOptions& opt) {
       const double flops = 6.0 * static_cast<double>(B * H) * static_cast<double>(T * T) * static_cast<double>(hd);
       const std::string shape = dims({B, T}) + " h" + std::to_string(H) + " kv" + std::to_string(KV) + " hd" +
                                 std::to_string(hd) + " f+b";
-      results.push_back(measure(dev, "attention (fused)", shape, flops, 0, [&] {
-        const ops::Attention a = ops::attention(qt, kt, vt, scale);
-        ops::attention_backward(dout, qt, kt, vt, a, scale);
-      }));
+      // Each kernel set alone and together: the tiled kernels the op picks (their tilings in the name; "rows" where
+      // it falls back), then the row kernels forced. Forward 2 B H T^2 hd FLOPs, backward 4 (the causal half).
+      namespace od = ops::detail;
+      auto tiling = [&](od::AttentionKernel kernel) {
+        const od::AttentionTiling* t = od::attention_choice(dev.impl(), kernel, hd);
+        return t ? std::to_string(t->wg) + "x" + std::to_string(t->rows) + "x" + std::to_string(t->tile) : "rows";
+      };
+      // Then every entry of the tables forced (entry i of each; a shorter table's last), for choosing their order.
+      int entries = 0;
+      for (auto kernel : {od::AttentionKernel::Forward, od::AttentionKernel::BackwardDq, od::AttentionKernel::BackwardDkv}) {
+        int n = 0;
+        od::attention_tilings(kernel, &n);
+        entries = std::max(entries, n);
+      }
+      std::vector<int> forces = {od::kTableChoice, od::kRowKernels};
+      for (int i = 0; i < entries; ++i) forces.push_back(i);
+      for (int force : forces) {
+        od::attention_force = force;
+        std::string tag;
+        try {
+          tag = force == od::kRowKernels ? " (rows)"
+                                         : std::string(force == od::kTableChoice ? " (choice " : " (entry ") +
+                                               tiling(od::AttentionKernel::Forward) + ", " +
+                                               tiling(od::AttentionKernel::BackwardDq) + ", " +
+                                               tiling(od::AttentionKernel::BackwardDkv) + ")";
+        } catch (const UnsupportedError& e) {
+          std::printf("attention entry %d skipped: %s\n", force, e.what());
+          continue;
+        }
+        try {
+          const ops::Attention a = ops::attention(qt, kt, vt, scale);
+          results.push_back(measure(dev, "attention fwd" + tag, shape, flops / 3, 0,
+                                    [&] { ops::attention(qt, kt, vt, scale); }));
+          results.push_back(measure(dev, "attention bwd" + tag, shape, flops * 2 / 3, 0,
+                                    [&] { ops::attention_backward(dout, qt, kt, vt, a, scale); }));
+          results.push_back(measure(dev, "attention f+b" + tag, shape, flops, 0, [&] {
+            const ops::Attention fa = ops::attention(qt, kt, vt, scale);
+            ops::attention_backward(dout, qt, kt, vt, fa, scale);
+          }));
+        } catch (...) {
+          od::attention_force = od::kTableChoice;
+          throw;
+        }
+      }
+      od::attention_force = od::kTableChoice;
       results.push_back(measure(dev, "attention (composite)", shape, flops, 0, [&] {
         namespace ag = autograd;
         const ag::Var qv = ag::Var::leaf(qt), kv = ag::Var::leaf(kt), vv = ag::Var::leaf(vt);

@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "ops/attention/attention_ref.h"
+#include "ops/attention/attention_variants.h"
 #include "support/test_support.h"
 #include "wgtrain/attention.h"
 #include "wgtrain/autograd.h"
@@ -128,6 +129,57 @@ TEST(Attention, MatchesTheCompositePath) {
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_TRUE(all_close(upload(got[i]), want[i], 1e-5, 1e-5)) << names[i];
   }
+}
+
+// Sets which kernels run for the scope (ops::detail::attention_force), restoring the table's choice after.
+struct ForceVariant {
+  explicit ForceVariant(int v) { ops::detail::attention_force = v; }
+  ~ForceVariant() { ops::detail::attention_force = ops::detail::kTableChoice; }
+};
+
+// Every tiled variant of every table (index i forces entry i, or a shorter table's last) and the row kernels, at
+// awkward sizes, against the float64 reference, with the tolerances above. A variant that does not fit the test
+// device's limits at a head dim is reported and skipped (it needs more workgroup storage than the device has).
+TEST(Attention, EveryVariantMatchesTheReference) {
+  int most = 0;
+  for (auto kernel : {ops::detail::AttentionKernel::Forward, ops::detail::AttentionKernel::BackwardDq,
+                      ops::detail::AttentionKernel::BackwardDkv}) {
+    int n = 0;
+    ops::detail::attention_tilings(kernel, &n);
+    most = std::max(most, n);
+  }
+  int ran = 0;
+  for (int force = ops::detail::kRowKernels; force < most; ++force) {
+    for (const Case& c : {Case{2, 67, 70, 4, 2, 64, true},    // offset 3, GQA 2:1, views; T past a block
+                          Case{1, 37, 37, 3, 1, 6, false},    // hd 6: scalar loads, GQA 3:1
+                          Case{1, 50, 50, 2, 2, 48, false}}) {  // hd 48 (12 vec4s: columns split unevenly)
+      SCOPED_TRACE(testing::PrintToString(c) + " variant " + std::to_string(force));
+      ForceVariant fv(force);
+      const double scale = scale_for(c);
+      const Inputs in = make_inputs(c);
+      // Every kernel's forced entry is checked against the device before any work: skip where one does not fit.
+      try {
+        for (auto kernel : {ops::detail::AttentionKernel::Forward, ops::detail::AttentionKernel::BackwardDq,
+                            ops::detail::AttentionKernel::BackwardDkv})
+          ops::detail::attention_choice(in.q.device_impl(), kernel, c.hd);
+      } catch (const UnsupportedError& e) {
+        std::printf("skipped: %s\n", e.what());
+        continue;
+      }
+      const ops::Attention a = ops::attention(in.q, in.k, in.v, scale);
+      const ref::AttentionRef want = ref::attention(in.hq, in.hk, in.hv, scale);
+      EXPECT_TRUE(all_close(a.out, want.out, 2e-6, 1e-5)) << "out";
+      EXPECT_TRUE(all_close(a.lse, want.lse, 1e-5, 1e-6)) << "lse";
+      const ref::HostTensor dout = random_host({c.B, c.T, c.H * c.hd});
+      const ops::AttentionGrads g = ops::attention_backward(upload(dout), in.q, in.k, in.v, a, scale);
+      const ref::AttentionGradRef gw = ref::attention_backward(dout, in.hq, in.hk, in.hv, scale);
+      EXPECT_TRUE(all_close(g.dq, gw.dq, 1e-5, 1e-5)) << "dq";
+      EXPECT_TRUE(all_close(g.dk, gw.dk, 1e-5, 1e-5)) << "dk";
+      EXPECT_TRUE(all_close(g.dv, gw.dv, 1e-5, 1e-5)) << "dv";
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, 3 * 3);  // the row kernels and at least two tiled variants at every size
 }
 
 TEST(Attention, BackwardIsTheSameOnEveryRun) {
