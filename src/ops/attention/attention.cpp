@@ -26,12 +26,13 @@ namespace {
 
 // The tiled variants each kernel tries, best first: (invocations, own rows, tile rows). The first entry that fits
 // the device (invocations, workgroup storage at this head dim) runs; a head dim past 128 or no fitting entry runs
-// the row kernels. The order is a guess to be settled by measurement on the H200 (bench --only attention): the
-// large ones need about 45 KiB of workgroup storage at hd 64 (NVIDIA's Vulkan offers 48 KiB), the last ones fit
-// WebGPU's default 16 KiB and 32 invocations.
-constexpr AttentionTiling kForwardTiles[] = {{256, 64, 32}, {128, 32, 32}, {64, 16, 16}, {32, 16, 8}};
-constexpr AttentionTiling kDqTiles[] = {{128, 32, 32}, {64, 16, 16}, {32, 16, 8}};
-constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32}, {256, 64, 16}, {64, 16, 16}, {32, 16, 8}};
+// the row kernels. The order is a guess to be settled by measurement on the H200 (bench --only attention times
+// every entry): the first ones need 38 to 45 KiB of workgroup storage at hd 64 (NVIDIA's Vulkan offers 48 KiB);
+// the second ones give each invocation twice the scores and output columns (fewer invocations, fewer loads per
+// FMA); the last ones fit WebGPU's default 16 KiB at hd 64 with 32 invocations.
+constexpr AttentionTiling kForwardTiles[] = {{256, 64, 32}, {128, 64, 32}, {128, 32, 32}, {64, 16, 16}, {32, 16, 8}};
+constexpr AttentionTiling kDqTiles[] = {{128, 32, 32}, {64, 32, 32}, {64, 16, 16}, {32, 16, 8}};
+constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32}, {64, 32, 32}, {64, 32, 16}, {64, 16, 16}, {32, 16, 8}};
 constexpr int64_t kMaxTiledHd4 = 32;  // head dim 128
 
 // Invocations per row of the own rows (4 rows each): the tiling's TX, or 0 where it is malformed.
@@ -67,11 +68,11 @@ const AttentionTiling* attention_tilings(AttentionKernel kernel, int* count) {
 
 // The kernels' var<workgroup> declarations, in bytes.
 int64_t attention_tiled_storage(AttentionKernel kernel, const AttentionTiling& t, int64_t hd4) {
-  const int64_t tx = std::max<int64_t>(tiling_tx(t), 1), pad = (hd4 + tx - 1) / tx * tx + 1;
-  const int64_t own = t.rows * hd4 * 16, streamed = 2 * t.tile * pad * 16, scores = t.rows * t.tile * 4;
+  const int64_t tx = std::max<int64_t>(tiling_tx(t), 1);
+  const int64_t own = t.rows * hd4 * 16, streamed = 2 * t.tile * (hd4 + 1) * 16, scores = t.rows * t.tile * 4;
   switch (kernel) {
     case AttentionKernel::Forward:
-      return own + streamed + scores + 2 * t.rows * tx * 4;
+      return own + streamed + scores + t.rows * tx * 4;
     case AttentionKernel::BackwardDq:
       return 2 * own + streamed + scores + t.rows * tx * 4;
     case AttentionKernel::BackwardDkv:

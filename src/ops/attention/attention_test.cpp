@@ -139,7 +139,7 @@ struct ForceVariant {
 
 // Every tiled variant of every table (index i forces entry i, or a shorter table's last) and the row kernels, at
 // awkward sizes, against the float64 reference, with the tolerances above. A variant that does not fit the test
-// device's limits at a head dim is reported and skipped (it needs more workgroup storage than the device has).
+// device's limits at a head dim is reported and skipped there, but each must run at some size.
 TEST(Attention, EveryVariantMatchesTheReference) {
   int most = 0;
   for (auto kernel : {ops::detail::AttentionKernel::Forward, ops::detail::AttentionKernel::BackwardDq,
@@ -148,11 +148,12 @@ TEST(Attention, EveryVariantMatchesTheReference) {
     ops::detail::attention_tilings(kernel, &n);
     most = std::max(most, n);
   }
-  int ran = 0;
   for (int force = ops::detail::kRowKernels; force < most; ++force) {
-    for (const Case& c : {Case{2, 67, 70, 4, 2, 64, true},    // offset 3, GQA 2:1, views; T past a block
-                          Case{1, 37, 37, 3, 1, 6, false},    // hd 6: scalar loads, GQA 3:1
-                          Case{1, 50, 50, 2, 2, 48, false}}) {  // hd 48 (12 vec4s: columns split unevenly)
+    bool any = false;
+    // hd 6: scalar loads, 2 vec4s split over 8 or 16 invocations (clamped columns), and small enough for every
+    // entry to fit a 32 KiB device.
+    for (const Case& c : {Case{2, 67, 70, 4, 2, 64, true},  // offset 3, GQA 2:1, views; T past a block
+                          Case{1, 37, 37, 3, 1, 6, false}}) {  // GQA 3:1
       SCOPED_TRACE(testing::PrintToString(c) + " variant " + std::to_string(force));
       ForceVariant fv(force);
       const double scale = scale_for(c);
@@ -176,10 +177,10 @@ TEST(Attention, EveryVariantMatchesTheReference) {
       EXPECT_TRUE(all_close(g.dq, gw.dq, 1e-5, 1e-5)) << "dq";
       EXPECT_TRUE(all_close(g.dk, gw.dk, 1e-5, 1e-5)) << "dk";
       EXPECT_TRUE(all_close(g.dv, gw.dv, 1e-5, 1e-5)) << "dv";
-      ++ran;
+      any = true;
     }
+    EXPECT_TRUE(any) << "variant " << force << " ran at no size";
   }
-  EXPECT_GE(ran, 3 * 3);  // the row kernels and at least two tiled variants at every size
 }
 
 TEST(Attention, BackwardIsTheSameOnEveryRun) {

@@ -22,10 +22,15 @@ const TY: u32 = BK / 4u;
 const TX: u32 = WG / TY;
 const SQ: u32 = BQ / TX;                 // queries of a tile per invocation
 const OC: u32 = (HD4 + TX - 1u) / TX;    // dk and dv vec4 columns per invocation
-const HDP: u32 = OC * TX;
-const QS: u32 = HDP + 1u;                // row stride of the query tiles, padded
+const QS: u32 = HD4 + 1u;                // row stride of the query tiles: one vec4 of padding spreads the banks
 
 {{>attention/params}}
+
+// An invocation's output column c, clamped into the row where TX does not divide HD4: columns past the row read
+// its last vec4 and are never stored.
+fn col(c: u32) -> u32 {
+  return select(c, min(c, HD4 - 1u), HD4 % TX != 0u);
+}
 
 @group(0) @binding(1) var<storage, read> qbuf: array<E>;
 @group(0) @binding(2) var<storage, read> kbuf: array<E>;
@@ -109,13 +114,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     let rows = (b * p.heads + h) * p.time;
     for (var t0 = first; t0 < p.time; t0 = t0 + BQ) {
       workgroupBarrier();  // the previous tile and its p, ds are no longer read
-      for (var i = tid; i < BQ * HDP; i = i + WG) {
-        let r = i / HDP;
-        let c = i % HDP;
+      for (var i = tid; i < BQ * HD4; i = i + WG) {
+        let r = i / HD4;
+        let c = i % HD4;
         let t = t0 + r;
         var qx = vec4<f32>(0.0);
         var gx = vec4<f32>(0.0);
-        if (t < p.time && c < HD4) {
+        if (t < p.time) {
           qx = load_q(qb + t * p.q_st, c) * p.scale;
           gx = load_g(gb + t * p.g_st, c);
         }
@@ -169,8 +174,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           dr[r] = dss[(4u * ty + r) * BQ + q];
         }
         for (var i = 0u; i < OC; i = i + 1u) {
-          let gv = gs[q * QS + tx + TX * i];
-          let qv = qs[q * QS + tx + TX * i];
+          let gv = gs[q * QS + col(tx + TX * i)];
+          let qv = qs[q * QS + col(tx + TX * i)];
           for (var r = 0u; r < 4u; r = r + 1u) {
             acc_v[r * OC + i] = fma(vec4<f32>(pr[r]), gv, acc_v[r * OC + i]);
             acc_k[r * OC + i] = fma(vec4<f32>(dr[r]), qv, acc_k[r * OC + i]);

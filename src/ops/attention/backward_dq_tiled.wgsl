@@ -22,10 +22,15 @@ const TY: u32 = BM / 4u;
 const TX: u32 = WG / TY;
 const SN: u32 = BN / TX;
 const OC: u32 = (HD4 + TX - 1u) / TX;
-const HDP: u32 = OC * TX;
-const KS: u32 = HDP + 1u;
+const KS: u32 = HD4 + 1u;
 
 {{>attention/params}}
+
+// An invocation's output column c, clamped into the row where TX does not divide HD4: columns past the row read
+// its last vec4 and are never stored.
+fn col(c: u32) -> u32 {
+  return select(c, min(c, HD4 - 1u), HD4 % TX != 0u);
+}
 
 @group(0) @binding(1) var<storage, read> qbuf: array<E>;
 @group(0) @binding(2) var<storage, read> kbuf: array<E>;
@@ -130,13 +135,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let vb = p.v_off + b * p.v_sb + g * p.v_sh;
   for (var k0 = 0u; k0 < seen; k0 = k0 + BN) {
     workgroupBarrier();
-    for (var i = tid; i < BN * HDP; i = i + WG) {
-      let row = i / HDP;
-      let c = i % HDP;
+    for (var i = tid; i < BN * HD4; i = i + WG) {
+      let row = i / HD4;
+      let c = i % HD4;
       let key = k0 + row;
       var kx = vec4<f32>(0.0);
       var vx = vec4<f32>(0.0);
-      if (key < p.keys && c < HD4) {
+      if (key < p.keys) {
         kx = load_k(kb + key * p.k_st, c);
         vx = load_v(vb + key * p.v_st, c);
       }
@@ -179,7 +184,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         dk[r] = dss[(4u * ty + r) * BN + k];
       }
       for (var i = 0u; i < OC; i = i + 1u) {
-        let kv = ks[k * KS + tx + TX * i];
+        let kv = ks[k * KS + col(tx + TX * i)];
         for (var r = 0u; r < 4u; r = r + 1u) {
           acc_q[r * OC + i] = fma(vec4<f32>(dk[r]), kv, acc_q[r * OC + i]);
         }

@@ -3,8 +3,8 @@
 // invocations form TY = BM / 4 row groups of TX = WG / TY: invocation (ty, tx) owns queries 4 ty .. 4 ty + 3 and,
 // of each tile, the BN / TX keys tx + TX j (scores in registers), and of the output the vec4 columns tx + TX i.
 // Per tile: scores, each row's max across the TX invocations (partial maxima through workgroup memory), the
-// probabilities exp(s - m) into workgroup memory (the output columns need every key of a row), the row sums the
-// same way, then the running output rescaled and the tile's P V added. Every invocation of a row group keeps the
+// probabilities exp(s - m) into workgroup memory (the output columns need every key of a row), then the running
+// output and sum rescaled and the tile's P V and row sums added (each invocation reads whole rows of P there). Every invocation of a row group keeps the
 // same running (m, l), so no one owns them. Writes out [B, T, H, hd] (dense) and lse [B, H, T] = m + log(l), as
 // forward.wgsl (the row kernel, used where no tiled variant fits). Key tiles past the block's last query are never
 // loaded. attention.cpp's kForwardTiles lists the (WG, BM, BN) it tries, in order.
@@ -23,10 +23,15 @@ const TY: u32 = BM / 4u;
 const TX: u32 = WG / TY;
 const SN: u32 = BN / TX;                 // keys of a tile per invocation
 const OC: u32 = (HD4 + TX - 1u) / TX;    // output vec4 columns per invocation
-const HDP: u32 = OC * TX;                // columns of a staged row, zero-padded
-const KS: u32 = HDP + 1u;                // row stride of the key/value tiles: one vec4 of padding spreads the banks
+const KS: u32 = HD4 + 1u;                // row stride of the key/value tiles: one vec4 of padding spreads the banks
 
 {{>attention/params}}
+
+// An invocation's output column c, clamped into the row where TX does not divide HD4: columns past the row read
+// its last vec4 and are never stored.
+fn col(c: u32) -> u32 {
+  return select(c, min(c, HD4 - 1u), HD4 % TX != 0u);
+}
 
 @group(0) @binding(1) var<storage, read> qbuf: array<E>;
 @group(0) @binding(2) var<storage, read> kbuf: array<E>;
@@ -50,7 +55,6 @@ var<workgroup> ks: array<vec4<f32>, BN * KS>;
 var<workgroup> vs: array<vec4<f32>, BN * KS>;
 var<workgroup> ps: array<f32, BM * BN>;
 var<workgroup> red_max: array<f32, BM * TX>;
-var<workgroup> red_sum: array<f32, BM * TX>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
@@ -91,13 +95,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let vb = p.v_off + b * p.v_sb + g * p.v_sh;
   for (var k0 = 0u; k0 < seen; k0 = k0 + BN) {
     workgroupBarrier();  // the previous tile, its probabilities and partial sums are no longer read
-    for (var i = tid; i < BN * HDP; i = i + WG) {
-      let row = i / HDP;
-      let c = i % HDP;
+    for (var i = tid; i < BN * HD4; i = i + WG) {
+      let row = i / HD4;
+      let c = i % HD4;
       let key = k0 + row;
       var kx = vec4<f32>(0.0);
       var vx = vec4<f32>(0.0);
-      if (key < p.keys && c < HD4) {
+      if (key < p.keys) {
         kx = load_k(kb + key * p.k_st, c);
         vx = load_v(vb + key * p.v_st, c);
       }
@@ -140,32 +144,26 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       }
       alpha[r] = exp(m[r] - mx);  // key 0 is in the first tile and every row sees it: mx is finite from there on
       m[r] = mx;
-      var sum = 0.0;
       for (var j = 0u; j < SN; j = j + 1u) {
-        let pj = select(0.0, exp(s[r * SN + j] - mx), k0 + tx + TX * j <= last[r]);
-        ps[(4u * ty + r) * BN + tx + TX * j] = pj;
-        sum = sum + pj;
+        ps[(4u * ty + r) * BN + tx + TX * j] = select(0.0, exp(s[r * SN + j] - mx), k0 + tx + TX * j <= last[r]);
       }
-      red_sum[(4u * ty + r) * TX + tx] = sum;
     }
     workgroupBarrier();
     for (var r = 0u; r < 4u; r = r + 1u) {
-      var sum = 0.0;
-      for (var x = 0u; x < TX; x = x + 1u) {
-        sum = sum + red_sum[(4u * ty + r) * TX + x];
-      }
-      l[r] = l[r] * alpha[r] + sum;
+      l[r] = l[r] * alpha[r];
       for (var i = 0u; i < OC; i = i + 1u) {
         o[r * OC + i] = o[r * OC + i] * alpha[r];
       }
     }
+    // Each invocation of a row group reads the whole rows of P: it sums them too (the same order in each).
     for (var k = 0u; k < BN; k = k + 1u) {
       var pk: array<f32, 4>;
       for (var r = 0u; r < 4u; r = r + 1u) {
         pk[r] = ps[(4u * ty + r) * BN + k];
+        l[r] = l[r] + pk[r];
       }
       for (var i = 0u; i < OC; i = i + 1u) {
-        let vv = vs[k * KS + tx + TX * i];
+        let vv = vs[k * KS + col(tx + TX * i)];
         for (var r = 0u; r < 4u; r = r + 1u) {
           o[r * OC + i] = fma(vec4<f32>(pk[r]), vv, o[r * OC + i]);
         }
