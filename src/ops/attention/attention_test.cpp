@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/device_impl.h"
 #include "ops/attention/attention_ref.h"
 #include "ops/attention/attention_variants.h"
 #include "support/test_support.h"
@@ -202,6 +203,30 @@ TEST(Attention, EveryVariantMatchesTheReference) {
       any = true;
     }
     EXPECT_TRUE(any) << "variant " << force << " ran at no size";
+  }
+}
+
+// The choice is the first table entry within the device's limits, and the row kernels past hd 128.
+TEST(Attention, ChoosesTheFirstEntryThatFits) {
+  const Tensor t = upload(random_host({1}));
+  const auto& dev = t.device_impl();
+  for (auto kernel : {ops::detail::AttentionKernel::Forward, ops::detail::AttentionKernel::BackwardDq,
+                      ops::detail::AttentionKernel::BackwardDkv}) {
+    int n = 0;
+    const ops::detail::AttentionTiling* table = ops::detail::attention_tilings(kernel, &n);
+    EXPECT_EQ(ops::detail::attention_choice(dev, kernel, 132), nullptr) << "hd 132: the row kernels";
+    for (int64_t hd : {6, 32, 64, 128}) {
+      SCOPED_TRACE("hd " + std::to_string(hd));
+      const ops::detail::AttentionTiling* chosen = ops::detail::attention_choice(dev, kernel, hd);
+      auto fits = [&](const ops::detail::AttentionTiling& e) {
+        return static_cast<uint32_t>(e.wg) <= dev.limits.max_invocations_per_workgroup &&
+               ops::detail::attention_tiled_storage(kernel, e, (hd + 3) / 4) <=
+                   static_cast<int64_t>(dev.limits.max_workgroup_storage);
+      };
+      int first = 0;
+      while (first < n && !fits(table[first])) ++first;
+      EXPECT_EQ(chosen, first < n ? &table[first] : nullptr);
+    }
   }
 }
 
