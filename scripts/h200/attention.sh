@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (after scripts/h200/prepare.sh here): the fused attention beside the composite path it
-# replaced, the training step with it (wgtrain, the same math in PyTorch, transformers in three modes, each with its
+# replaced (bench --only attention: forward, backward and both for the tiled kernels the op picks, the row kernels,
+# and each entry of attention.cpp's tables forced, with TFLOP/s), the training step with it (wgtrain, the same math in PyTorch, transformers in three modes, each with its
 # peak memory), a short real run, and the attention/model/memory tests on the GPU. Everything into $OUT/all.tgz
 # (the tool brings back at most 8 files).
 set -uo pipefail

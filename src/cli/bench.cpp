@@ -1,6 +1,7 @@
 #include "cli/bench.h"
 
 #include "cli/train.h"
+#include "ops/attention/attention_variants.h"
 
 #include <algorithm>
 #include <chrono>
@@ -343,7 +344,7 @@ int run_bench(const BenchOptions& opt) {
 
   // Causal attention forward and backward at the train_step model's shape, fused (ops::attention) and as the
   // composite path it replaced (heads permuted out, KV heads expanded, [B * H, T, T] scores, causal softmax, bmm;
-  // the backward through autograd). Both rows count the same FLOPs: the causal half of the two forward and four
+  // the backward through autograd). The f+b rows count the same FLOPs: the causal half of the two forward and four
   // backward products, 6 B H T^2 hd (the fused backward also recomputes the scores; not counted). The composite row
   // also scales q and takes the loss's product and sum with dout: elementwise passes over [B, T, H * hd].
   if (want("attention") && runs("attention", {"attention", "attention_backward", "bmm", "_softmax"}))
@@ -355,13 +356,55 @@ int run_bench(const BenchOptions& opt) {
       const Tensor vt = kernels.random({B, T, KV, hd}, -1, 1, 22), dout = kernels.random({B, T, H * hd}, -1, 1, 23);
       const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
       const double flops = 6.0 * static_cast<double>(B * H) * static_cast<double>(T * T) * static_cast<double>(hd);
-      const std::string shape = dims({B, T}) + " h" + std::to_string(H) + " kv" + std::to_string(KV) + " hd" +
-                                std::to_string(hd) + " f+b";
-      results.push_back(measure(dev, "attention (fused)", shape, flops, 0, [&] {
-        const ops::Attention a = ops::attention(qt, kt, vt, scale);
-        ops::attention_backward(dout, qt, kt, vt, a, scale);
-      }));
-      results.push_back(measure(dev, "attention (composite)", shape, flops, 0, [&] {
+      const std::string base = dims({B, T}) + " h" + std::to_string(H) + " kv" + std::to_string(KV) + " hd" +
+                               std::to_string(hd), shape = base + " f+b";
+      // Each kernel set alone and together: the tiled kernels the op picks (their tilings in the name; "rows" where
+      // it falls back), then the row kernels forced. Forward 2 B H T^2 hd FLOPs, backward 4 (the causal half).
+      namespace od = ops::detail;
+      auto tiling = [&](od::AttentionKernel kernel) {
+        const od::AttentionTiling* t = od::attention_choice(dev.impl(), kernel, hd);
+        return t ? std::to_string(t->wg) + "x" + std::to_string(t->rows) + "x" + std::to_string(t->tile) : "rows";
+      };
+      // Then every entry of the tables forced (entry i of each; a shorter table's last), for choosing their order.
+      int entries = 0;
+      for (auto kernel : {od::AttentionKernel::Forward, od::AttentionKernel::BackwardDq, od::AttentionKernel::BackwardDkv}) {
+        int n = 0;
+        od::attention_tilings(kernel, &n);
+        entries = std::max(entries, n);
+      }
+      std::vector<int> forces = {od::kTableChoice, od::kRowKernels};
+      for (int i = 0; i < entries; ++i) forces.push_back(i);
+      for (int force : forces) {
+        od::attention_force = force;
+        std::string tag;
+        try {
+          tag = force == od::kRowKernels ? " (rows)"
+                                         : std::string(force == od::kTableChoice ? " (choice " : " (entry ") +
+                                               tiling(od::AttentionKernel::Forward) + ", " +
+                                               tiling(od::AttentionKernel::BackwardDq) + ", " +
+                                               tiling(od::AttentionKernel::BackwardDkv) + ")";
+        } catch (const UnsupportedError& e) {
+          std::printf("attention entry %d skipped: %s\n", force, e.what());
+          continue;
+        }
+        try {
+          const ops::Attention a = ops::attention(qt, kt, vt, scale);
+          results.push_back(measure(dev, "attention fwd" + tag, base, flops / 3, 0,
+                                    [&] { ops::attention(qt, kt, vt, scale); }));
+          results.push_back(measure(dev, "attention bwd" + tag, base, flops * 2 / 3, 0,
+                                    [&] { ops::attention_backward(dout, qt, kt, vt, a, scale); }));
+          results.push_back(measure(dev, "attention f+b" + tag, base, flops, 0, [&] {
+            const ops::Attention fa = ops::attention(qt, kt, vt, scale);
+            ops::attention_backward(dout, qt, kt, vt, fa, scale);
+          }));
+        } catch (...) {
+          od::attention_force = od::kTableChoice;
+          throw;
+        }
+      }
+      od::attention_force = od::kTableChoice;
+      // The composite path: its forward alone (the graph built, no backward) and forward + backward.
+      auto composite = [&](bool backward) {
         namespace ag = autograd;
         const ag::Var qv = ag::Var::leaf(qt), kv = ag::Var::leaf(kt), vv = ag::Var::leaf(vt);
         const ag::Var qh = ag::reshape(ag::mul(ag::permute(qv, {0, 2, 1, 3}), scale), {B * H, T, hd});
@@ -372,8 +415,10 @@ int run_bench(const BenchOptions& opt) {
         };
         const ag::Var o = ag::bmm(ag::softmax(ag::bmm(qh, ag::transpose(heads(kv), 1, 2)), -1, true), heads(vv));
         const ag::Var merged = ag::reshape(ag::permute(ag::reshape(o, {B, H, T, hd}), {0, 2, 1, 3}), {B, T, H * hd});
-        ag::backward(ag::sum(ag::mul(merged, ag::Var::constant(dout)), {}));
-      }));
+        if (backward) ag::backward(ag::sum(ag::mul(merged, ag::Var::constant(dout)), {}));
+      };
+      results.push_back(measure(dev, "attention fwd (composite)", base, flops / 3, 0, [&] { composite(false); }));
+      results.push_back(measure(dev, "attention (composite)", shape, flops, 0, [&] { composite(true); }));
     });
 
   // A whole training step of a Llama model (forward, backward, AdamW, requantisation), recorded once and replayed.

@@ -14,6 +14,7 @@
 #include "gpu/spirv.h"
 #include "gpu/device_impl.h"
 #include "gpu/kernels.h"
+#include "ops/attention/attention_variants.h"
 #include "wgtrain/adamw.h"
 #include "wgtrain/attention.h"
 #include "wgtrain/device.h"
@@ -228,6 +229,16 @@ void larger_calls(Device& dev) {
     const Tensor q = random_floats(dev, {2, 70, 4, 64}, -1, 1), kv = random_floats(dev, {2, 70, 2, 64}, -1, 1);
     const ops::Attention a = ops::attention(q, kv, kv, 0.125);
     ops::attention_backward(random_floats(dev, {2, 70, 256}, -1, 1), q, kv, kv, a, 0.125);
+    // The row kernels too (the fallback past hd 128 and where no tiled variant fits).
+    ops::detail::attention_force = ops::detail::kRowKernels;
+    try {
+      const ops::Attention r = ops::attention(q, kv, kv, 0.125);
+      ops::attention_backward(random_floats(dev, {2, 70, 256}, -1, 1), q, kv, kv, r, 0.125);
+    } catch (...) {
+      ops::detail::attention_force = ops::detail::kTableChoice;
+      throw;
+    }
+    ops::detail::attention_force = ops::detail::kTableChoice;
   }
   // fused_ce with rows too long to keep in registers (scalar and vec4), and in place.
   for (int64_t v : {int64_t{8193}, int64_t{32772}}) {

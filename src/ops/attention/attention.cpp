@@ -1,11 +1,15 @@
-// Fused causal attention: forward (forward.wgsl) and backward (backward_dq.wgsl, then backward_dkv.wgsl for dV
-// and for dK). Views of q, k, v and dO are read in place through their strides: the projections' [B, T, heads,
-// hd] and the KV cache's [B, KV, capacity, hd] need no copy.
+// Fused causal attention: forward and backward (dQ and D, then dK and dV), by the tiled kernels (*_tiled.wgsl) in
+// the first variant of the tables below that fits the device, else by the row kernels (forward.wgsl,
+// backward_dq.wgsl, backward_dkv.wgsl for dV and for dK). Views of q, k, v and dO are read in place through their
+// strides: the projections' [B, T, heads, hd] and the KV cache's [B, KV, capacity, hd] need no copy.
 #include "wgtrain/attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
+#include "ops/attention/attention_variants.h"
 #include "ops/common.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
@@ -13,6 +17,89 @@
 namespace wgtrain::ops {
 
 using namespace detail;
+
+namespace detail {
+
+int attention_force = kTableChoice;
+
+namespace {
+
+// The tiled variants each kernel tries, best first: (invocations, own rows, tile rows). The first entry that fits
+// the device (invocations, workgroup storage at this head dim) runs; a head dim past 128 or no fitting entry runs
+// the row kernels. The order is a guess to be settled by measurement on the H200 (bench --only attention times
+// every entry): the first ones need 38 to 45 KiB of workgroup storage at hd 64 (NVIDIA's Vulkan offers 48 KiB);
+// the second ones give each invocation twice the scores and output columns (fewer invocations, fewer loads per
+// FMA); the last ones fit WebGPU's default 16 KiB at hd 64 with 32 invocations.
+constexpr AttentionTiling kForwardTiles[] = {{256, 64, 32}, {128, 64, 32}, {128, 32, 32}, {64, 16, 16}, {32, 16, 8}};
+constexpr AttentionTiling kDqTiles[] = {{128, 32, 32}, {64, 32, 32}, {64, 16, 16}, {32, 16, 8}};
+constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32}, {64, 32, 32}, {64, 32, 16}, {64, 16, 16}, {32, 16, 8}};
+constexpr int64_t kMaxTiledHd4 = 32;  // head dim 128
+
+// Invocations per row of the own rows (4 rows each): the tiling's TX, or 0 where it is malformed.
+int64_t tiling_tx(const AttentionTiling& t) {
+  if (t.rows % 4 || t.wg % (t.rows / 4)) return 0;
+  const int64_t tx = t.wg / (t.rows / 4);
+  return t.tile % tx ? 0 : tx;
+}
+
+bool fits(const wgtrain::detail::DeviceImpl& dev, AttentionKernel kernel, const AttentionTiling& t, int64_t hd4) {
+  return hd4 <= kMaxTiledHd4 && tiling_tx(t) > 0 &&
+         static_cast<uint32_t>(t.wg) <= dev.limits.max_invocations_per_workgroup &&
+         static_cast<uint32_t>(t.wg) <= dev.limits.max_workgroup_size_x &&
+         attention_tiled_storage(kernel, t, hd4) <= static_cast<int64_t>(dev.limits.max_workgroup_storage);
+}
+
+}  // namespace
+
+const AttentionTiling* attention_tilings(AttentionKernel kernel, int* count) {
+  switch (kernel) {
+    case AttentionKernel::Forward:
+      *count = static_cast<int>(std::size(kForwardTiles));
+      return kForwardTiles;
+    case AttentionKernel::BackwardDq:
+      *count = static_cast<int>(std::size(kDqTiles));
+      return kDqTiles;
+    case AttentionKernel::BackwardDkv:
+      break;
+  }
+  *count = static_cast<int>(std::size(kDkvTiles));
+  return kDkvTiles;
+}
+
+// The kernels' var<workgroup> declarations, in bytes.
+int64_t attention_tiled_storage(AttentionKernel kernel, const AttentionTiling& t, int64_t hd4) {
+  const int64_t tx = std::max<int64_t>(tiling_tx(t), 1);
+  const int64_t own = t.rows * hd4 * 16, streamed = 2 * t.tile * (hd4 + 1) * 16, scores = t.rows * t.tile * 4;
+  switch (kernel) {
+    case AttentionKernel::Forward:
+      return own + streamed + scores + t.rows * tx * 4;
+    case AttentionKernel::BackwardDq:
+      return 2 * own + streamed + scores + t.rows * tx * 4;
+    case AttentionKernel::BackwardDkv:
+      break;
+  }
+  return 2 * own + streamed + 2 * scores + 2 * t.tile * 4;
+}
+
+const AttentionTiling* attention_choice(const wgtrain::detail::DeviceImpl& dev, AttentionKernel kernel, int64_t hd) {
+  const int64_t hd4 = (hd + 3) / 4;
+  int count = 0;
+  const AttentionTiling* table = attention_tilings(kernel, &count);
+  if (attention_force == kRowKernels) return nullptr;
+  if (attention_force >= 0) {
+    const AttentionTiling& t = table[std::min(attention_force, count - 1)];
+    if (!fits(dev, kernel, t, hd4))
+      throw UnsupportedError("attention: the forced tiled variant " + std::to_string(t.wg) + "x" +
+                             std::to_string(t.rows) + "x" + std::to_string(t.tile) + " does not fit head dim " +
+                             std::to_string(hd) + " on this device");
+    return &t;
+  }
+  for (int i = 0; i < count; ++i)
+    if (fits(dev, kernel, table[i], hd4)) return &table[i];
+  return nullptr;
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -122,12 +209,19 @@ Attention attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, 
   a.out = new_tensor(dev, {d.B, d.T, d.H * d.hd}, DType::F32);
   a.lse = new_tensor(dev, {d.B, d.H, d.T}, DType::F32);
   if (d.B == 0 || d.T == 0 || d.H == 0) return a;
-  const int64_t hd4 = (d.hd + 3) / 4, blocks = (d.T + kRows - 1) / kRows;
+  const AttentionTiling* tiled = attention_choice(dev, AttentionKernel::Forward, d.hd);
+  const int64_t hd4 = (d.hd + 3) / 4, rows = tiled ? tiled->rows : kRows, blocks = (d.T + rows - 1) / rows;
   AttentionParams p = params_of(d, blocks, q, k, v, scale);
   const bool vec4 = d.hd % 4 == 0 && vec4_view(q) && vec4_view(k) && vec4_view(v);
-  const auto& pipe = dev.pipeline("attention/forward", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
-                                                        {"HD4", std::to_string(hd4)},
-                                                        {"VEC4", vec4 ? "true" : "false"}});
+  const std::string vec4_s = vec4 ? "true" : "false";
+  const auto& pipe = tiled ? dev.pipeline("attention/forward_tiled", {{"BM", std::to_string(tiled->rows)},
+                                                                      {"BN", std::to_string(tiled->tile)},
+                                                                      {"HD4", std::to_string(hd4)},
+                                                                      {"VEC4", vec4_s},
+                                                                      {"WG", std::to_string(tiled->wg)}})
+                           : dev.pipeline("attention/forward", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
+                                                                {"HD4", std::to_string(hd4)},
+                                                                {"VEC4", vec4_s}});
   const auto [gx, gy] = dev.grid(static_cast<uint64_t>(d.B * d.H * blocks));
   dev.dispatch({op, &pipe, &p, sizeof p,
                 {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {a.out.storage()->buffer},
@@ -176,12 +270,19 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
   const std::string hd4_s = std::to_string(hd4), vec4_s = vec4 ? "true" : "false";
   const Tensor delta = new_tensor(dev, {d.B, d.H, d.T}, DType::F32);
 
-  const int64_t q_blocks = (d.T + kRows - 1) / kRows;
+  const AttentionTiling* dq_tiled = attention_choice(dev, AttentionKernel::BackwardDq, d.hd);
+  const AttentionTiling* dkv_tiled = attention_choice(dev, AttentionKernel::BackwardDkv, d.hd);
+  const int64_t q_rows = dq_tiled ? dq_tiled->rows : kRows, q_blocks = (d.T + q_rows - 1) / q_rows;
   AttentionParams p = params_of(d, q_blocks, q, k, v, scale);
   fill_view(p.g, g);
-  const auto& dq_pipe = dev.pipeline("attention/backward_dq", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
-                                                               {"HD4", hd4_s},
-                                                               {"VEC4", vec4_s}});
+  const auto& dq_pipe = dq_tiled ? dev.pipeline("attention/backward_dq_tiled", {{"BM", std::to_string(dq_tiled->rows)},
+                                                                                {"BN", std::to_string(dq_tiled->tile)},
+                                                                                {"HD4", hd4_s},
+                                                                                {"VEC4", vec4_s},
+                                                                                {"WG", std::to_string(dq_tiled->wg)}})
+                                 : dev.pipeline("attention/backward_dq", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
+                                                                          {"HD4", hd4_s},
+                                                                          {"VEC4", vec4_s}});
   const auto [qx, qy] = dev.grid(static_cast<uint64_t>(d.B * d.H * q_blocks));
   dev.dispatch({"attention_backward (dq)", &dq_pipe, &p, sizeof p,
                 {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
@@ -189,10 +290,23 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
                  {delta.storage()->buffer}},
                 qx, qy, 1});
 
-  const int64_t k_blocks = (d.L + kRows - 1) / kRows;
+  const int64_t k_rows = dkv_tiled ? dkv_tiled->rows : kRows, k_blocks = (d.L + k_rows - 1) / k_rows;
   p.blocks = u32(k_blocks, "blocks");
-  const std::string bq = std::to_string(tile_rows(dev, hd4, 8));
   const auto [kx, ky] = dev.grid(static_cast<uint64_t>(d.B * d.KV * k_blocks));
+  if (dkv_tiled) {  // dK and dV in one pass
+    const auto& pipe = dev.pipeline("attention/backward_dkv_tiled", {{"BK", std::to_string(dkv_tiled->rows)},
+                                                                     {"BQ", std::to_string(dkv_tiled->tile)},
+                                                                     {"HD4", hd4_s},
+                                                                     {"VEC4", vec4_s},
+                                                                     {"WG", std::to_string(dkv_tiled->wg)}});
+    dev.dispatch({"attention_backward (dk, dv)", &pipe, &p, sizeof p,
+                  {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
+                   {lse.storage()->buffer}, {delta.storage()->buffer}, {r.dk.storage()->buffer},
+                   {r.dv.storage()->buffer}},
+                  kx, ky, 1});
+    return r;
+  }
+  const std::string bq = std::to_string(tile_rows(dev, hd4, 8));
   for (bool dk : {false, true}) {
     const auto& pipe = dev.pipeline("attention/backward_dkv",
                                     {{"BQ", bq}, {"DK", dk ? "true" : "false"}, {"HD4", hd4_s}, {"VEC4", vec4_s}});

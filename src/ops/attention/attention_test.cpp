@@ -2,6 +2,8 @@
 // (bmm, causal softmax, bmm through autograd), forward and backward, at awkward sizes: T = 1, T not a multiple of
 // the 64-query blocks, L > T (queries after a cached prefix), GQA, head dims 6 (no vec4 path), 32, 48, 64, 80,
 // 128, and q, k, v as strided views (q from [B, H, T, hd], k and v from a [B, KV, capacity, hd] cache).
+// The tiled kernels' every table entry and the row kernels are forced in turn against both (where an entry does not
+// fit the device's limits at a size it is skipped there; on the H200 every entry fits at hd 6, 32 and 64).
 // Outputs start poisoned (the test device fills every new buffer with NaN), so an unwritten element fails.
 // Tolerances: inputs in [-1, 1], scale 2 / sqrt(hd) (scores of magnitude up to about 2); float32 sums over hd
 // products and over up to L (dq) or T H / KV (dk, dv) terms, each summed in one invocation.
@@ -9,9 +11,14 @@
 // Against the composite path (two float32 computations): |err| <= 1e-5 (1 + |ref|) for out and every gradient.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
+#include "gpu/device_impl.h"
 #include "ops/attention/attention_ref.h"
+#include "ops/attention/attention_variants.h"
 #include "support/test_support.h"
 #include "wgtrain/attention.h"
 #include "wgtrain/autograd.h"
@@ -108,12 +115,50 @@ ag::Var composite(const ag::Var& q, const ag::Var& k, const ag::Var& v, double s
   return ag::reshape(ag::permute(ag::reshape(o, {B, H, T, hd}), {0, 2, 1, 3}), {B, T, H * hd});
 }
 
+// Sets which kernels run for the scope (ops::detail::attention_force), restoring the table's choice after.
+struct ForceVariant {
+  explicit ForceVariant(int v) { ops::detail::attention_force = v; }
+  ~ForceVariant() { ops::detail::attention_force = ops::detail::kTableChoice; }
+};
+
+// The forced variant's entries fit the device at this head dim (each kernel checks before any work; else printed).
+bool forced_fits(const Tensor& on, int64_t hd) {
+  try {
+    for (auto kernel : {ops::detail::AttentionKernel::Forward, ops::detail::AttentionKernel::BackwardDq,
+                        ops::detail::AttentionKernel::BackwardDkv})
+      ops::detail::attention_choice(on.device_impl(), kernel, hd);
+    return true;
+  } catch (const UnsupportedError& e) {
+    std::printf("skipped: %s\n", e.what());
+    return false;
+  }
+}
+
+// The number of entries of the longest table: forcing 0 .. this - 1 (and kRowKernels) runs every variant.
+int table_entries() {
+  int most = 0;
+  for (auto kernel : {ops::detail::AttentionKernel::Forward, ops::detail::AttentionKernel::BackwardDq,
+                      ops::detail::AttentionKernel::BackwardDkv}) {
+    int n = 0;
+    ops::detail::attention_tilings(kernel, &n);
+    most = std::max(most, n);
+  }
+  return most;
+}
+
+// The table's choice, then every variant forced (where it fits: hd 32 and 64 at least where the device allows).
 TEST(Attention, MatchesTheCompositePath) {
-  for (const Case& c : {Case{2, 67, 67, 4, 2, 64, false}, Case{1, 1, 19, 6, 3, 32, true},
-                        Case{1, 20, 20, 2, 1, 80, true}}) {
-    SCOPED_TRACE(testing::PrintToString(c));
-    const double scale = scale_for(c);
+  std::vector<std::pair<int, Case>> runs;
+  for (int force = ops::detail::kTableChoice; force < table_entries(); ++force)
+    for (const Case& c : {Case{2, 67, 67, 4, 2, 64, false}, Case{1, 1, 19, 6, 3, 32, true},
+                          Case{1, 20, 20, 2, 1, 80, true}})
+      if (force == ops::detail::kTableChoice || c.hd != 80) runs.push_back({force, c});  // keep the test short
+  for (const auto& [force, c] : runs) {
+    SCOPED_TRACE(testing::PrintToString(c) + " variant " + std::to_string(force));
+    ForceVariant fv(force);
     const Inputs in = make_inputs(c);
+    if (!forced_fits(in.q, c.hd)) continue;
+    const double scale = scale_for(c);
     const ref::HostTensor dout = random_host({c.B, c.T, c.H * c.hd});
     auto run = [&](bool fused) {
       const ag::Var q = ag::Var::leaf(in.q), k = ag::Var::leaf(in.k), v = ag::Var::leaf(in.v);
@@ -127,6 +172,61 @@ TEST(Attention, MatchesTheCompositePath) {
     const char* names[] = {"out", "dq", "dk", "dv"};
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_TRUE(all_close(upload(got[i]), want[i], 1e-5, 1e-5)) << names[i];
+  }
+}
+
+// Every tiled variant of every table (index i forces entry i, or a shorter table's last) and the row kernels, at
+// awkward sizes, against the float64 reference, with the tolerances above. A variant that does not fit the test
+// device's limits at a head dim is reported and skipped there, but each must run at some size.
+TEST(Attention, EveryVariantMatchesTheReference) {
+  for (int force = ops::detail::kRowKernels; force < table_entries(); ++force) {
+    bool any = false;
+    // hd 6: scalar loads, 2 vec4s split over 8 or 16 invocations (clamped columns), and small enough for every
+    // entry to fit a 32 KiB device.
+    for (const Case& c : {Case{2, 67, 70, 4, 2, 64, true},  // offset 3, GQA 2:1, views; T past a block
+                          Case{1, 37, 37, 3, 1, 6, false}}) {  // GQA 3:1
+      SCOPED_TRACE(testing::PrintToString(c) + " variant " + std::to_string(force));
+      ForceVariant fv(force);
+      const double scale = scale_for(c);
+      const Inputs in = make_inputs(c);
+      if (!forced_fits(in.q, c.hd)) continue;
+      const ops::Attention a = ops::attention(in.q, in.k, in.v, scale);
+      const ref::AttentionRef want = ref::attention(in.hq, in.hk, in.hv, scale);
+      EXPECT_TRUE(all_close(a.out, want.out, 2e-6, 1e-5)) << "out";
+      EXPECT_TRUE(all_close(a.lse, want.lse, 1e-5, 1e-6)) << "lse";
+      const ref::HostTensor dout = random_host({c.B, c.T, c.H * c.hd});
+      const ops::AttentionGrads g = ops::attention_backward(upload(dout), in.q, in.k, in.v, a, scale);
+      const ref::AttentionGradRef gw = ref::attention_backward(dout, in.hq, in.hk, in.hv, scale);
+      EXPECT_TRUE(all_close(g.dq, gw.dq, 1e-5, 1e-5)) << "dq";
+      EXPECT_TRUE(all_close(g.dk, gw.dk, 1e-5, 1e-5)) << "dk";
+      EXPECT_TRUE(all_close(g.dv, gw.dv, 1e-5, 1e-5)) << "dv";
+      any = true;
+    }
+    EXPECT_TRUE(any) << "variant " << force << " ran at no size";
+  }
+}
+
+// The choice is the first table entry within the device's limits, and the row kernels past hd 128.
+TEST(Attention, ChoosesTheFirstEntryThatFits) {
+  const Tensor t = upload(random_host({1}));
+  const auto& dev = t.device_impl();
+  for (auto kernel : {ops::detail::AttentionKernel::Forward, ops::detail::AttentionKernel::BackwardDq,
+                      ops::detail::AttentionKernel::BackwardDkv}) {
+    int n = 0;
+    const ops::detail::AttentionTiling* table = ops::detail::attention_tilings(kernel, &n);
+    EXPECT_EQ(ops::detail::attention_choice(dev, kernel, 132), nullptr) << "hd 132: the row kernels";
+    for (int64_t hd : {6, 32, 64, 128}) {
+      SCOPED_TRACE("hd " + std::to_string(hd));
+      const ops::detail::AttentionTiling* chosen = ops::detail::attention_choice(dev, kernel, hd);
+      auto fits = [&](const ops::detail::AttentionTiling& e) {
+        return static_cast<uint32_t>(e.wg) <= dev.limits.max_invocations_per_workgroup &&
+               ops::detail::attention_tiled_storage(kernel, e, (hd + 3) / 4) <=
+                   static_cast<int64_t>(dev.limits.max_workgroup_storage);
+      };
+      int first = 0;
+      while (first < n && !fits(table[first])) ++first;
+      EXPECT_EQ(chosen, first < n ? &table[first] : nullptr);
+    }
   }
 }
 

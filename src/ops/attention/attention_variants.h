@@ -1,0 +1,37 @@
+// Which attention kernels run: the tiled (flash-attention 2) kernels in the first variant of attention.cpp's
+// ordered tables that fits the device and the shape, else the row kernels. Internal: for tests and the benchmark.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace wgtrain::detail {
+struct DeviceImpl;
+}
+
+namespace wgtrain::ops::detail {
+
+enum class AttentionKernel { Forward, BackwardDq, BackwardDkv };
+
+// One tiled variant: WG invocations; `rows` of the workgroup's own (queries for the forward and dq, keys for dk/dv),
+// 4 per invocation; `tile` rows of the other side staged through workgroup memory per step.
+struct AttentionTiling {
+  int wg, rows, tile;
+};
+
+// The ordered table for a kernel (the first entry that fits is used) and its length.
+const AttentionTiling* attention_tilings(AttentionKernel kernel, int* count);
+
+// Bytes of workgroup storage the tiled kernel needs for this tiling at hd4 vec4s per head row.
+int64_t attention_tiled_storage(AttentionKernel kernel, const AttentionTiling& t, int64_t hd4);
+
+// For tests and the benchmark: kTableChoice (the default) picks as the op does; kRowKernels forces the row kernels;
+// i >= 0 forces entry i of each kernel's table (an error if it does not fit the device or the shape).
+constexpr int kTableChoice = -2, kRowKernels = -1;
+extern int attention_force;
+
+// The tiling the op runs for this kernel on this device at head dim hd (honouring attention_force), or nullptr for
+// the row kernel.
+const AttentionTiling* attention_choice(const wgtrain::detail::DeviceImpl& dev, AttentionKernel kernel, int64_t hd);
+
+}  // namespace wgtrain::ops::detail
