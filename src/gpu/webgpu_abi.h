@@ -1,16 +1,16 @@
 // The part of the WebGPU C API (webgpu.h) that wgtrain calls, declared by the project itself.
 //
-// Why not a published header: the pinned Dawn build (npm bun-webgpu-linux-x64@0.1.7) ships none, and the nearest
-// published Dawn header differs from it (feature-name numbering, the instance descriptor). So the project declares
-// exactly what it uses, in the library's own numbering, and tests/abi_test.cpp checks it mechanically:
-//   - every struct below against the library's DWARF (pahole), field by field: name, offset, size, total size;
-//   - every enum constant (the WGPU_ABI_ENUMS list) against the enum tables of the matching JavaScript bindings
-//     (npm bun-webgpu@0.1.7), or, for the few those lack, against the nearest header and observed behaviour;
-//   - the few structs the DWARF lacks (Dawn's own, reached only through nextInChain) against the library's machine
-//     code: the member-by-member operator== of Dawn's mirror of each struct, disassembled (objdump);
-//   - every toggle name (WGPU_ABI_TOGGLES) is a string of the library's toggle table;
-//   - every function in WGPU_ABI_FUNCTIONS is resolved from the library at load time (dawn.cpp), by name.
-// Adding a struct or a constant here without adding it to that test fails the test.
+// The pinned Dawn build (npm webgpu@0.4.0's dist/linux-x64.dawn.node, Dawn commit c5d549e) ships no header and no
+// DWARF. Its own generated header at that commit is committed as third_party/dawn/webgpu.h (provenance and a script
+// that regenerates it: third_party/dawn/README.md), and tests/abi_test.cpp checks this file against it mechanically:
+//   - every struct below: sizeof, and each member's offset and size, against the header's struct of the same name;
+//   - every enum constant (WGPU_ABI_ENUMS) against the header's constant named in its third column;
+//   - every function (WGPU_ABI_FUNCTIONS): the size and kind of its result and of each parameter against the
+//     header's prototype; and it is resolved from the library's symbol table at load time (dawn.cpp), by name;
+//   - every toggle name (WGPU_ABI_TOGGLES) is a string of the library's toggle table.
+// Why not include the header directly: wgtrain keeps the browser build (web/) and Dawn's on one small table, and the
+// header's typed enums would leak into every file that touches the API. Adding a struct or a constant here without
+// adding it to that test fails the test.
 #pragma once
 
 #include <cstddef>
@@ -39,79 +39,77 @@ using WGPUTextureView = struct WGPUTextureViewImpl*;
 
 using WGPUBool = uint32_t;
 using WGPUFlags = uint64_t;
-using WGPUEnum = uint32_t;  // every C enum of the API is a 32-bit unsigned in this library (DWARF: c_uint)
+using WGPUEnum = uint32_t;  // every C enum of the API is 32 bits wide (each has a Force32 = 0x7FFFFFFF member)
 
 constexpr uint64_t WGPU_WHOLE_SIZE = UINT64_MAX;
 constexpr size_t WGPU_STRLEN = SIZE_MAX;
 constexpr uint32_t WGPU_QUERY_SET_INDEX_UNDEFINED = UINT32_MAX;
 
 // ---- Enum constants -----------------------------------------------------------------------------------------------
-// X(C name, value, source table, key in that table). Source "js:NAME" is a table in bun-webgpu's index.js;
-// "header" is the nearest published Dawn header, backed by a behavioural check in the ABI test.
+// X(our name, value, the name in third_party/dawn/webgpu.h).
 #define WGPU_ABI_ENUMS(X)                                                                  \
-  X(WGPUSType_ShaderSourceWGSL, 0x00000002u, "js:WGPUSType", "ShaderSourceWGSL")            \
-  X(WGPUSType_DawnTogglesDescriptor, 327690u, "js:WGPUSType", "DawnTogglesDescriptor")      \
-  X(WGPUSType_AdapterPropertiesSubgroupMatrixConfigs, 327739u, "js:WGPUSType",              \
-    "AdapterPropertiesSubgroupMatrixConfigs")                                               \
-  X(WGPUCallbackMode_AllowProcessEvents, 2u, "js:WGPUCallbackMode", "AllowProcessEvents")   \
-  X(WGPURequestAdapterStatus_Success, 1u, "js:RequestAdapterStatus", "Success")             \
-  X(WGPURequestDeviceStatus_Success, 1u, "js:RequestDeviceStatus", "Success")               \
-  X(WGPUMapAsyncStatus_Success, 1u, "js:AsyncStatus", "Success")                            \
-  X(WGPUPopErrorScopeStatus_Success, 1u, "js:PopErrorScopeStatus", "Success")               \
-  X(WGPUQueueWorkDoneStatus_Success, 1u, "js:QueueWorkDoneStatus", "Success")               \
-  X(WGPUErrorType_NoError, 1u, "js:WGPUErrorType", "no-error")                              \
-  X(WGPUErrorType_Validation, 2u, "js:WGPUErrorType", "validation")                         \
-  X(WGPUErrorType_OutOfMemory, 3u, "js:WGPUErrorType", "out-of-memory")                     \
-  X(WGPUErrorType_Internal, 4u, "js:WGPUErrorType", "internal")                             \
-  X(WGPUErrorType_Unknown, 5u, "js:WGPUErrorType", "unknown")                               \
-  X(WGPUErrorFilter_Validation, 1u, "js:WGPUErrorFilter", "validation")                     \
-  X(WGPUErrorFilter_OutOfMemory, 2u, "js:WGPUErrorFilter", "out-of-memory")                 \
-  X(WGPUErrorFilter_Internal, 3u, "js:WGPUErrorFilter", "internal")                         \
-  X(WGPUDeviceLostReason_Unknown, 1u, "js:WGPUDeviceLostReason", "unknown")                 \
-  X(WGPUDeviceLostReason_Destroyed, 2u, "js:WGPUDeviceLostReason", "destroyed")             \
-  X(WGPUDeviceLostReason_CallbackCancelled, 3u, "js:WGPUDeviceLostReason", "callback-cancelled") \
-  X(WGPUDeviceLostReason_FailedCreation, 4u, "js:WGPUDeviceLostReason", "failed-creation")  \
-  X(WGPUBackendType_Undefined, 0u, "js:WGPUBackendType", "Undefined")                       \
-  X(WGPUBackendType_Null, 1u, "js:WGPUBackendType", "Null")                                 \
-  X(WGPUBackendType_WebGPU, 2u, "js:WGPUBackendType", "WebGPU")                             \
-  X(WGPUBackendType_D3D11, 3u, "js:WGPUBackendType", "D3D11")                               \
-  X(WGPUBackendType_D3D12, 4u, "js:WGPUBackendType", "D3D12")                               \
-  X(WGPUBackendType_Metal, 5u, "js:WGPUBackendType", "Metal")                               \
-  X(WGPUBackendType_Vulkan, 6u, "js:WGPUBackendType", "Vulkan")                             \
-  X(WGPUBackendType_OpenGL, 7u, "js:WGPUBackendType", "OpenGL")                             \
-  X(WGPUBackendType_OpenGLES, 8u, "js:WGPUBackendType", "OpenGLES")                         \
-  X(WGPUFeatureLevel_Undefined, 0u, "js:WGPUFeatureLevel", "undefined")                     \
-  X(WGPUFeatureLevel_Compatibility, 1u, "js:WGPUFeatureLevel", "compatibility")             \
-  X(WGPUFeatureLevel_Core, 2u, "js:WGPUFeatureLevel", "core")                               \
-  X(WGPUPowerPreference_HighPerformance, 2u, "js:PowerPreference", "high-performance")      \
-  X(WGPUFeatureName_TimestampQuery, 3u, "js:WGPUFeatureNameDef", "timestamp-query")         \
-  X(WGPUFeatureName_ShaderF16, 10u, "js:WGPUFeatureNameDef", "shader-f16")                  \
-  X(WGPUFeatureName_Subgroups, 17u, "js:WGPUFeatureNameDef", "subgroups")                   \
-  X(WGPUFeatureName_SubgroupMatrix, 327736u, "js:WGPUFeatureNameDef", "chromium-experimental-subgroup-matrix") \
-  X(WGPUQueryType_Timestamp, 2u, "js:WGPUQueryType", "timestamp")                           \
-  X(WGPUBufferUsage_MapRead, 1u << 0, "js:BufferUsageFlags", "MAP_READ")                    \
-  X(WGPUBufferUsage_MapWrite, 1u << 1, "js:BufferUsageFlags", "MAP_WRITE")                  \
-  X(WGPUBufferUsage_CopySrc, 1u << 2, "js:BufferUsageFlags", "COPY_SRC")                    \
-  X(WGPUBufferUsage_CopyDst, 1u << 3, "js:BufferUsageFlags", "COPY_DST")                    \
-  X(WGPUBufferUsage_Uniform, 1u << 6, "js:BufferUsageFlags", "UNIFORM")                     \
-  X(WGPUBufferUsage_Storage, 1u << 7, "js:BufferUsageFlags", "STORAGE")                     \
-  X(WGPUBufferUsage_QueryResolve, 1u << 9, "js:BufferUsageFlags", "QUERY_RESOLVE")          \
-  X(WGPUMapMode_Read, 1u << 0, "js:MapModeFlags", "READ")                                   \
-  X(WGPUAdapterType_DiscreteGPU, 1u, "header", "WGPUAdapterType_DiscreteGPU")               \
-  X(WGPUAdapterType_IntegratedGPU, 2u, "header", "WGPUAdapterType_IntegratedGPU")           \
-  X(WGPUAdapterType_CPU, 3u, "header", "WGPUAdapterType_CPU")                               \
-  X(WGPUAdapterType_Unknown, 4u, "header", "WGPUAdapterType_Unknown")                       \
-  X(WGPUStatus_Success, 1u, "header", "WGPUStatus_Success")                                 \
-  X(WGPUSubgroupMatrixComponentType_F32, 1u, "header", "WGPUSubgroupMatrixComponentType_F32") \
-  X(WGPUSubgroupMatrixComponentType_F16, 2u, "header", "WGPUSubgroupMatrixComponentType_F16") \
-  X(WGPUSubgroupMatrixComponentType_U32, 3u, "header", "WGPUSubgroupMatrixComponentType_U32") \
-  X(WGPUSubgroupMatrixComponentType_I32, 4u, "header", "WGPUSubgroupMatrixComponentType_I32")
+  X(WGPUSType_ShaderSourceWGSL, 0x00000002u, WGPUSType_ShaderSourceWGSL)            \
+  X(WGPUSType_DawnTogglesDescriptor, 0x5000Au, WGPUSType_DawnTogglesDescriptor)      \
+  X(WGPUSType_AdapterPropertiesSubgroupMatrixConfigs, 0x5003Bu, WGPUSType_AdapterPropertiesSubgroupMatrixConfigs)                                               \
+  X(WGPUCallbackMode_AllowProcessEvents, 2u, WGPUCallbackMode_AllowProcessEvents)   \
+  X(WGPURequestAdapterStatus_Success, 1u, WGPURequestAdapterStatus_Success)             \
+  X(WGPURequestDeviceStatus_Success, 1u, WGPURequestDeviceStatus_Success)               \
+  X(WGPUMapAsyncStatus_Success, 1u, WGPUMapAsyncStatus_Success)                            \
+  X(WGPUPopErrorScopeStatus_Success, 1u, WGPUPopErrorScopeStatus_Success)               \
+  X(WGPUQueueWorkDoneStatus_Success, 1u, WGPUQueueWorkDoneStatus_Success)               \
+  X(WGPUErrorType_NoError, 1u, WGPUErrorType_NoError)                              \
+  X(WGPUErrorType_Validation, 2u, WGPUErrorType_Validation)                         \
+  X(WGPUErrorType_OutOfMemory, 3u, WGPUErrorType_OutOfMemory)                     \
+  X(WGPUErrorType_Internal, 4u, WGPUErrorType_Internal)                             \
+  X(WGPUErrorType_Unknown, 5u, WGPUErrorType_Unknown)                               \
+  X(WGPUErrorFilter_Validation, 1u, WGPUErrorFilter_Validation)                     \
+  X(WGPUErrorFilter_OutOfMemory, 2u, WGPUErrorFilter_OutOfMemory)                 \
+  X(WGPUErrorFilter_Internal, 3u, WGPUErrorFilter_Internal)                         \
+  X(WGPUDeviceLostReason_Unknown, 1u, WGPUDeviceLostReason_Unknown)                 \
+  X(WGPUDeviceLostReason_Destroyed, 2u, WGPUDeviceLostReason_Destroyed)             \
+  X(WGPUDeviceLostReason_CallbackCancelled, 3u, WGPUDeviceLostReason_CallbackCancelled) \
+  X(WGPUDeviceLostReason_FailedCreation, 4u, WGPUDeviceLostReason_FailedCreation)  \
+  X(WGPUBackendType_Undefined, 0u, WGPUBackendType_Undefined)                       \
+  X(WGPUBackendType_Null, 1u, WGPUBackendType_Null)                                 \
+  X(WGPUBackendType_WebGPU, 2u, WGPUBackendType_WebGPU)                             \
+  X(WGPUBackendType_D3D11, 3u, WGPUBackendType_D3D11)                               \
+  X(WGPUBackendType_D3D12, 4u, WGPUBackendType_D3D12)                               \
+  X(WGPUBackendType_Metal, 5u, WGPUBackendType_Metal)                               \
+  X(WGPUBackendType_Vulkan, 6u, WGPUBackendType_Vulkan)                             \
+  X(WGPUBackendType_OpenGL, 7u, WGPUBackendType_OpenGL)                             \
+  X(WGPUBackendType_OpenGLES, 8u, WGPUBackendType_OpenGLES)                         \
+  X(WGPUFeatureLevel_Undefined, 0u, WGPUFeatureLevel_Undefined)                     \
+  X(WGPUFeatureLevel_Compatibility, 1u, WGPUFeatureLevel_Compatibility)             \
+  X(WGPUFeatureLevel_Core, 2u, WGPUFeatureLevel_Core)                               \
+  X(WGPUPowerPreference_HighPerformance, 2u, WGPUPowerPreference_HighPerformance)      \
+  X(WGPUFeatureName_TimestampQuery, 0x9u, WGPUFeatureName_TimestampQuery)         \
+  X(WGPUFeatureName_ShaderF16, 0xBu, WGPUFeatureName_ShaderF16)                  \
+  X(WGPUFeatureName_Subgroups, 0x12u, WGPUFeatureName_Subgroups)                   \
+  X(WGPUFeatureName_SubgroupMatrix, 0x50034u, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix) \
+  X(WGPUQueryType_Timestamp, 2u, WGPUQueryType_Timestamp)                           \
+  X(WGPUBufferUsage_MapRead, 1u << 0, WGPUBufferUsage_MapRead)                    \
+  X(WGPUBufferUsage_MapWrite, 1u << 1, WGPUBufferUsage_MapWrite)                  \
+  X(WGPUBufferUsage_CopySrc, 1u << 2, WGPUBufferUsage_CopySrc)                    \
+  X(WGPUBufferUsage_CopyDst, 1u << 3, WGPUBufferUsage_CopyDst)                    \
+  X(WGPUBufferUsage_Uniform, 1u << 6, WGPUBufferUsage_Uniform)                     \
+  X(WGPUBufferUsage_Storage, 1u << 7, WGPUBufferUsage_Storage)                     \
+  X(WGPUBufferUsage_QueryResolve, 1u << 9, WGPUBufferUsage_QueryResolve)          \
+  X(WGPUMapMode_Read, 1u << 0, WGPUMapMode_Read)                                   \
+  X(WGPUAdapterType_DiscreteGPU, 1u, WGPUAdapterType_DiscreteGPU)               \
+  X(WGPUAdapterType_IntegratedGPU, 2u, WGPUAdapterType_IntegratedGPU)           \
+  X(WGPUAdapterType_CPU, 3u, WGPUAdapterType_CPU)                               \
+  X(WGPUAdapterType_Unknown, 4u, WGPUAdapterType_Unknown)                       \
+  X(WGPUStatus_Success, 1u, WGPUStatus_Success)                                 \
+  X(WGPUSubgroupMatrixComponentType_F32, 1u, WGPUSubgroupMatrixComponentType_F32) \
+  X(WGPUSubgroupMatrixComponentType_F16, 2u, WGPUSubgroupMatrixComponentType_F16) \
+  X(WGPUSubgroupMatrixComponentType_U32, 3u, WGPUSubgroupMatrixComponentType_U32) \
+  X(WGPUSubgroupMatrixComponentType_I32, 4u, WGPUSubgroupMatrixComponentType_I32)
 
-#define WGTRAIN_WGPU_DECLARE_ENUM(name, value, source, key) constexpr uint32_t name = (value);
+#define WGTRAIN_WGPU_DECLARE_ENUM(name, value, header_name) constexpr uint32_t name = (value);
 WGPU_ABI_ENUMS(WGTRAIN_WGPU_DECLARE_ENUM)
 #undef WGTRAIN_WGPU_DECLARE_ENUM
 
-// ---- Structs (layouts checked against the library's DWARF) ---------------------------------------------------------
+// ---- Structs (layouts checked against third_party/dawn/webgpu.h) ----------------------------------------------------
 struct WGPUStringView {
   const char* data;
   size_t length;
@@ -126,15 +124,13 @@ struct WGPUFuture {
   uint64_t id;
 };
 
-// Not in the library's DWARF (it is only ever reached through nextInChain); its two members are, and the ABI test
-// checks the JavaScript bindings' definition lists exactly them, in this order.
 struct WGPUShaderSourceWGSL {
   WGPUChainedStruct chain;
   WGPUStringView code;
 };
 
-// Dawn's toggles, chained to an adapter request or a device descriptor: names from the library's toggle table.
-// Not in the DWARF; its layout is checked against the library's machine code.
+// Dawn's toggles, chained to the instance descriptor, an adapter request or a device descriptor: names from the
+// library's toggle table.
 struct WGPUDawnTogglesDescriptor {
   WGPUChainedStruct chain;
   size_t enabledToggleCount;
@@ -144,7 +140,7 @@ struct WGPUDawnTogglesDescriptor {
 };
 
 // One shape the adapter's subgroup matrices (tensor cores from WGSL) come in: operand and result component types
-// (WGPUSubgroupMatrixComponentType_*), the result tile M x N and the reduction depth K. Not in the DWARF.
+// (WGPUSubgroupMatrixComponentType_*), the result tile M x N and the reduction depth K.
 struct WGPUSubgroupMatrixConfig {
   WGPUEnum componentType;
   WGPUEnum resultComponentType;
@@ -154,7 +150,7 @@ struct WGPUSubgroupMatrixConfig {
 };
 
 // Chained to WGPUAdapterInfo, AdapterGetInfo fills it (where the adapter has the subgroup-matrix feature); free
-// with AdapterPropertiesSubgroupMatrixConfigsFreeMembers. Not in the DWARF.
+// with AdapterPropertiesSubgroupMatrixConfigsFreeMembers.
 struct WGPUAdapterPropertiesSubgroupMatrixConfigs {
   WGPUChainedStruct chain;
   size_t configCount;
@@ -164,20 +160,22 @@ struct WGPUAdapterPropertiesSubgroupMatrixConfigs {
 // Toggle names: X(C++ name, the name in the library's toggle table).
 #define WGPU_ABI_TOGGLES(X)                                                                                 \
   X(kToggleAllowUnsafeApis, "allow_unsafe_apis")           /* experimental features, subgroup matrices */    \
-  X(kToggleUseVulkanMemoryModel, "use_vulkan_memory_model") /* subgroup matrices need it on Vulkan */
+  X(kToggleUseVulkanMemoryModel, "use_vulkan_memory_model") /* subgroup matrices need it on Vulkan */        \
+  X(kToggleVulkanEnableF16OnNvidia, "vulkan_enable_f16_on_nvidia") /* shader-f16 on NVIDIA's Vulkan driver */
 #define WGTRAIN_WGPU_DECLARE_TOGGLE(name, text) inline constexpr const char* name = text;
 WGPU_ABI_TOGGLES(WGTRAIN_WGPU_DECLARE_TOGGLE)
 #undef WGTRAIN_WGPU_DECLARE_TOGGLE
 
-struct WGPUInstanceCapabilities {
+struct WGPUInstanceLimits {
   WGPUChainedStruct* nextInChain;
-  WGPUBool timedWaitAnyEnable;
   size_t timedWaitAnyMaxCount;
 };
 
 struct WGPUInstanceDescriptor {
   const WGPUChainedStruct* nextInChain;
-  WGPUInstanceCapabilities capabilities;
+  size_t requiredFeatureCount;
+  const WGPUEnum* requiredFeatures;  // WGPUInstanceFeatureName values; wgtrain needs none
+  const WGPUInstanceLimits* requiredLimits;
 };
 
 struct WGPURequestAdapterOptions {

@@ -708,9 +708,28 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
   // Dawn's OpenGL backends reach Mesa through EGL; without a display, EGL must use its surfaceless platform.
   setenv("EGL_PLATFORM", "surfaceless", 0);
 
+  // Dawn's toggles. allow_unsafe_apis (experimental features: subgroup matrices) is an instance toggle, inherited by
+  // adapters and devices; use_vulkan_memory_model (subgroup matrices on Vulkan) and vulkan_enable_f16_on_nvidia
+  // (without it Dawn hides shader-f16 on NVIDIA's Vulkan driver, pending a conformance investigation) are adapter
+  // toggles. Each descriptor lists only toggles of its stage or earlier; the device's repeats them for clarity.
+  std::vector<const char*> instance_toggles, adapter_toggles = {kToggleVulkanEnableF16OnNvidia};
+  if (options.subgroup_matrix) {
+    instance_toggles.push_back(kToggleAllowUnsafeApis);
+    adapter_toggles.push_back(kToggleAllowUnsafeApis);
+    adapter_toggles.push_back(kToggleUseVulkanMemoryModel);
+  }
+  WGPUDawnTogglesDescriptor instance_td{}, adapter_td{};
+  instance_td.chain.sType = adapter_td.chain.sType = WGPUSType_DawnTogglesDescriptor;
+  instance_td.enabledToggleCount = instance_toggles.size();
+  instance_td.enabledToggles = instance_toggles.data();
+  adapter_td.enabledToggleCount = adapter_toggles.size();
+  adapter_td.enabledToggles = adapter_toggles.data();
+
   auto impl = std::make_unique<WebGpuBackend>(api);
   impl->options = options;
-  impl->instance = api.CreateInstance(nullptr);
+  WGPUInstanceDescriptor id{};
+  if (!instance_toggles.empty()) id.nextInChain = &instance_td.chain;
+  impl->instance = api.CreateInstance(&id);
   if (!impl->instance) throw Error("Dawn could not create a WebGPU instance");
 
   struct Candidate {
@@ -745,20 +764,12 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
     }
   }
 #endif
-  // Subgroup matrices: Dawn exposes (and lets a device request) experimental features only with allow_unsafe_apis,
-  // set on the adapter as well as the device; on Vulkan they also need the Vulkan memory model.
-  const char* const adapter_toggles[] = {kToggleAllowUnsafeApis};
-  const char* const device_toggles[] = {kToggleAllowUnsafeApis, kToggleUseVulkanMemoryModel};
-  WGPUDawnTogglesDescriptor adapter_td{}, device_td{};
-  adapter_td.chain.sType = device_td.chain.sType = WGPUSType_DawnTogglesDescriptor;
-  adapter_td.enabledToggleCount = std::size(adapter_toggles);
-  adapter_td.enabledToggles = adapter_toggles;
-  device_td.enabledToggleCount = std::size(device_toggles);
-  device_td.enabledToggles = device_toggles;
   for (const auto& c : candidates) {
     AdapterRequest req;
     WGPURequestAdapterOptions ro{};
-    if (options.subgroup_matrix) ro.nextInChain = &adapter_td.chain;
+#ifndef __EMSCRIPTEN__
+    ro.nextInChain = &adapter_td.chain;
+#endif
     ro.featureLevel = c.level;
     ro.powerPreference = WGPUPowerPreference_HighPerformance;
     ro.backendType = c.backend;
@@ -859,7 +870,9 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
 
   DeviceRequest dreq;
   WGPUDeviceDescriptor dd{};
-  if (options.subgroup_matrix) dd.nextInChain = &device_td.chain;
+#ifndef __EMSCRIPTEN__
+  dd.nextInChain = &adapter_td.chain;
+#endif
   dd.label = sv("wgtrain");
   dd.requiredFeatureCount = want.size();
   dd.requiredFeatures = want.data();

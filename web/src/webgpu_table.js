@@ -24,10 +24,10 @@ mergeInto(LibraryManager.library, {
     ],
     // WGPUFeatureName values of src/gpu/webgpu_abi.h, by the browser's names.
     features: {
-      'timestamp-query': 3,
-      'shader-f16': 10,
-      'subgroups': 17,
-      'chromium-experimental-subgroup-matrix': 327736,
+      'timestamp-query': 0x9,
+      'shader-f16': 0xB,
+      'subgroups': 0x12,
+      'chromium-experimental-subgroup-matrix': 0x50034,
     },
     add: function(o) {
       if (o === null || o === undefined) return 0;
