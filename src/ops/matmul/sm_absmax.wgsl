@@ -42,8 +42,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     let l = l0 + t * stride;
     if (l < p.len) { m = max(m, abs(x[base + l * p.sl])); }
   }
-  // NaN compares false everywhere: counted as infinity, so that the GEMM leaves such a row unscaled.
-  var bits = bitcast<u32>(m);
-  if (!(m <= 3.4028235e38)) { bits = 0x7f800000u; }
+  // A NaN (bits above infinity's, m being non-negative) counts as infinity: the GEMM leaves such a row unscaled.
+  let bits = min(bitcast<u32>(m), 0x7f800000u);
   if (bits != 0u) { atomicMax(&maxima[p.out_off + wid.z * p.rows + r], bits); }
 }
