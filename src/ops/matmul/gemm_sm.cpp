@@ -51,7 +51,9 @@ void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle 
 std::string gemm_sm_missing(const DeviceImpl& dev) {
   if (dev.native()) return "is the native Vulkan backend (mixed precision runs through WebGPU only)";
   const DeviceFeatures& f = dev.features;
-  if (!f.shader_f16) return "offers no shader-f16";
+  if (!f.shader_f16)
+    return "offers no shader-f16 (on NVIDIA's Vulkan driver Dawn offers it only with its vulkan_enable_f16_on_nvidia "
+           "toggle)";
   bool shape = false;
   for (const auto& c : f.subgroup_matrix_configs)
     shape = shape || (c.component_type == "f16" && c.result_type == "f32" && c.m == 16 && c.n == 16 && c.k == 16);
