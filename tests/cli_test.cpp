@@ -429,6 +429,43 @@ TEST(Cli, ResumeKeepsTheRunsSettings) {
   EXPECT_NE(r.output.find("note: --steps 7"), std::string::npos) << r.output;
 }
 
+// --precision mixed (f16 GEMMs on subgroup matrices) where the device has none (llvmpipe): one line naming what is
+// missing, before the run directory or the corpus is touched. A run keeps its precision: a resume may not change it.
+TEST(Cli, MixedPrecisionIsRefusedWithoutTheFeaturesAndKeptByARun) {
+  const Scratch s("precision");
+  const std::string run_options = small_run(s);
+  Result r = run("train " + run_options + " --steps 1 --precision half --out '" + (s / "half") + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("unknown precision 'half': choose fp32 or mixed"), std::string::npos) << r.output;
+  r = run("train " + run_options + " --steps 1 --precision mixed --out '" + (s / "mixed") + "'");
+  if (r.status == 0) GTEST_SKIP() << "this device runs mixed precision: " << r.output;
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--precision mixed needs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("use --precision fp32"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("corpus"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s / "mixed")) << r.output;
+  r = run("bench --quick --only mm --precision mixed");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--precision mixed needs"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("GFLOP"), std::string::npos) << r.output;
+  // The step's GEMM rows, in the precision of the run (fp32 here).
+  r = run("bench --quick --only step_gemm");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("GEMMs: fp32"), std::string::npos) << r.output;
+  for (const char* row : {"step linear_q4gsw fp32", "step linear_q4gsw_backward fp32", "step linear_dW fp32",
+                          "step mm (head) fp32"})
+    EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+  // An fp32 run (the default) saves its precision; --resume keeps it and refuses another.
+  const std::string out = s / "run";
+  ASSERT_EQ(run("train " + run_options + " --steps 1 --out '" + out + "'").status, 0);
+  r = run("train --resume --steps 2 --precision mixed --out '" + out + "'");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--precision mixed would change it (the run has fp32)"), std::string::npos)
+      << r.output;
+  r = run("train --resume --steps 2 --precision fp32 --out '" + out + "'");
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
 TEST(Cli, ProblemsAreReportedBeforeAnyWork) {
   const Scratch s("before");
   const std::string run_options = small_run(s);

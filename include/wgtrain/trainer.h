@@ -67,6 +67,9 @@ struct TrainOptions {
   int64_t group_size = 32;     // their group size
   bool mask_prompt = false;    // JSONL data: the loss on completions / assistant turns only
   bool pack = false;           // JSONL data: examples packed into rows, else one padded example per row
+  // The GEMMs' arithmetic, "fp32" or "mixed" (wgtrain/precision.h): the device must have been opened for it
+  // (precision_options). Saved with the run; a resumed run keeps its own.
+  std::string precision = "fp32";
 };
 
 struct StepInfo {

@@ -1,6 +1,7 @@
 #include "cli/bench.h"
 
 #include "cli/train.h"
+#include "gpu/device_impl.h"
 #include "ops/attention/attention_variants.h"
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "wgtrain/error.h"
 #include "wgtrain/fused_ce.h"
 #include "wgtrain/ops.h"
+#include "wgtrain/precision.h"
 #include "wgtrain/q4gsw.h"
 #include "wgtrain/random.h"
 #include "wgtrain/registry.h"
@@ -283,16 +285,25 @@ int run_bench(const BenchOptions& opt) {
   DeviceOptions dopt;
   dopt.backend = opt.backend;
   dopt.cooperative_matrix = opt.cooperative_matrix;
-  dopt.subgroup_matrix = opt.subgroup_matrix;
+  const Precision precision = parse_precision(opt.precision);
+  precision_options(dopt, precision);
+  dopt.subgroup_matrix = dopt.subgroup_matrix || opt.subgroup_matrix;
   Device dev = Device::open(dopt);
+  require_precision(dev, precision);  // before any work
+  const bool sm_enabled = dev.features().subgroup_matrix;
+  // --subgroup-matrix alone opens the device with the feature and its toggles but keeps the GEMMs fp32: what it
+  // compares is the toggles' cost on the fp32 kernels.
+  if (precision == Precision::Fp32) dev.impl().features.subgroup_matrix = false;
+  const std::string prec = precision_name(precision);
   std::printf("device: %s (%s, %s%s), timestamps: %s", dev.info().name.c_str(), backend_name(dev.info().backend),
               dev.info().backend_label.c_str(), dev.info().compatibility_mode ? ", compatibility" : "",
               dev.features().timestamp_query ? "yes" : "no");
   if (dev.info().backend == Backend::NativeVulkan)
     std::printf(", cooperative matrix: %s", dev.features().cooperative_matrix ? "used" : "not used");
-  else if (opt.subgroup_matrix)
-    std::printf(", subgroup matrices: %s", dev.features().subgroup_matrix ? "enabled (allow_unsafe_apis, "
-                                                                            "use_vulkan_memory_model)" : "not offered");
+  else if (opt.subgroup_matrix || precision == Precision::Mixed)
+    std::printf(", subgroup matrices: %s", sm_enabled ? "enabled (allow_unsafe_apis, use_vulkan_memory_model)"
+                                                      : "not offered");
+  std::printf(", GEMMs: %s", prec.c_str());
   std::printf("\n");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};
@@ -332,14 +343,46 @@ int run_bench(const BenchOptions& opt) {
   if (want("mm")) guarded("mm", [&] {
     const int64_t s = q ? 256 : 4096;
     const Tensor a = kernels.random({s, s}, -1, 1, 2), b = kernels.random({s, s}, -1, 1, 3);
-    results.push_back(measure(dev, "mm fp32", dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
+    results.push_back(measure(dev, "mm " + prec, dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
                               [&] { ops::mm(a, b); }));
     // The same product with A read through a transposed view: strided loads, no 16-byte ones.
-    if (!runs("mm fp32 (A as a view)", {"contiguous"})) return;
+    if (!runs("mm (A as a view)", {"contiguous"})) return;
     const Tensor at = ops::contiguous(a.transpose(0, 1)).transpose(0, 1);
-    results.push_back(measure(dev, "mm fp32 (A as a view)", dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
-                              [&] { ops::mm(at, b); }));
+    results.push_back(measure(dev, "mm " + prec + " (A as a view)", dims({s, s, s}), 2.0 * s * s * s,
+                              3.0 * s * s * 4, [&] { ops::mm(at, b); }));
   });
+  // The GEMMs of the train_step row's model at its shapes (tokens = batch x seq), in this run's precision: the
+  // three q4gsw products of each block linear shape (forward, input gradient, weight gradient accumulated) and the
+  // tied head's f32 product.
+  if (want("step_gemm") && runs("step_gemm", {"linear_q4gsw", "linear_q4gsw_backward", "linear_dW", "mm"}))
+    guarded("step_gemm", [&] {
+      const LlamaConfig c = LlamaConfig::preset(q ? "tiny" : opt.train_config);
+      const int64_t M = (q ? 2 : opt.train_batch) * std::min(q ? int64_t{32} : opt.train_seq, c.max_seq_len);
+      const int64_t D = c.dim, H = c.hidden_dim(), G = 32;
+      struct Shape2 {
+        const char* what;
+        int64_t n, k;
+      };
+      for (const Shape2& l : {Shape2{"q/o", c.q_dim(), D}, Shape2{"gate/up", H, D}, Shape2{"down", D, H}}) {
+        const int64_t N = l.n, K = l.k;
+        const Kernels::Q4 w = kernels.q4(N, K, G, 4);
+        const Tensor x = kernels.random({M, K}, -1, 1, 5), dy = kernels.random({M, N}, -1e-4, 1e-4, 6);
+        const Tensor grad = kernels.random({N, K}, -1, 1, 7);
+        const std::string shape = dims({M, N, K}) + " " + l.what;
+        const double f = 2.0 * M * N * K, wbytes = N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
+        results.push_back(measure(dev, "step linear_q4gsw " + prec, shape, f, M * K * 4.0 + wbytes + M * N * 4.0,
+                                  [&] { ops::linear_q4gsw(x, w); }));
+        results.push_back(measure(dev, "step linear_q4gsw_backward " + prec, shape, f,
+                                  M * N * 4.0 + wbytes + M * K * 4.0, [&] { ops::linear_q4gsw_backward(dy, w); }));
+        results.push_back(measure(dev, "step linear_dW " + prec, shape, f, (M * N + M * K + 2.0 * N * K) * 4.0,
+                                  [&] { ops::linear_dW(dy, x, &grad); }));
+      }
+      // The head: logits [M, vocab] = h [M, D] E^T, E the tied embedding [vocab, D].
+      const int64_t V = c.vocab_size;
+      const Tensor h = kernels.random({M, D}, -1, 1, 8), e = kernels.random({V, D}, -1, 1, 9);
+      results.push_back(measure(dev, "step mm (head) " + prec, dims({M, V, D}), 2.0 * M * V * D,
+                                (M * D + V * D + M * V) * 4.0, [&] { ops::mm(h, e.transpose(0, 1)); }));
+    });
   bench_kernels(kernels, opt, results, guarded);
 
   // Causal attention forward and backward at the train_step model's shape, fused (ops::attention) and as the

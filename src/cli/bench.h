@@ -11,6 +11,7 @@ struct BenchOptions {
   Backend backend = Backend::Auto;
   bool cooperative_matrix = false;  // native-vulkan: cooperative-matrix GEMMs where offered
   bool subgroup_matrix = false;     // webgpu: DeviceOptions::subgroup_matrix (the toggles it needs come with it)
+  std::string precision = "fp32";  // the GEMMs' arithmetic, fp32 or mixed (wgtrain/precision.h)
   std::string only;        // run only benchmarks whose name contains this
   std::string json_path;   // also write the results as JSON lines here
   bool quick = false;      // small sizes: checks the command on any machine (timings then mean little)

@@ -215,6 +215,10 @@ int main(int argc, char** argv) {
   bench->add_flag("--subgroup-matrix", bench_opt.subgroup_matrix,
                   "WebGPU: open the device with Dawn's experimental subgroup matrices and their toggles, where offered "
                   "(for comparing the kernels' times with those toggles on)");
+  bench->add_option("--precision", bench_opt.precision,
+                    "GEMM arithmetic: fp32, or mixed (f16 products on the GPU's matrix units; an error where the "
+                    "device has none)")
+      ->capture_default_str();
   bench->add_option("--only", bench_opt.only, "run only benchmarks whose name contains this");
   bench->add_option("--json", bench_opt.json_path, "also write the results as JSON lines to this file");
   bench->add_flag("--quick", bench_opt.quick, "small sizes, to check the command anywhere");
@@ -270,6 +274,10 @@ int main(int argc, char** argv) {
   train->add_option("--seed", t.seed, "initialisation and batch order")
       ->capture_default_str()
       ->check(cli::unsigned_integer());
+  train->add_option("--precision", t.precision,
+                    "GEMM arithmetic: fp32, or mixed (f16 products, f32 sums, on the GPU's matrix units through "
+                    "Dawn's subgroup matrices; a resumed run keeps its own)")
+      ->capture_default_str();
   train->add_option("--backend", train_opt.backend, cli::backend_help());
 
   cli::GenerateCliOptions gen_opt;

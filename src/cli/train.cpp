@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "wgtrain/precision.h"
 #include "wgtrain/checkpoint.h"
 #include "wgtrain/device.h"
 #include "wgtrain/error.h"
@@ -181,6 +182,11 @@ void resume_settings(TrainOptions& o, const std::set<std::string>& given, const 
   fixed("warmup", saved, "warmup", o.warmup);
   fixed("weight-decay", saved, "weight_decay", o.weight_decay);
   fixed("seed", saved, "seed", o.seed);
+  {
+    json with_precision = saved;  // runs from before --precision were fp32
+    if (!with_precision.contains("precision")) with_precision["precision"] = "fp32";
+    fixed("precision", with_precision, "precision", o.precision);
+  }
   if (finetune) {
     fixed("fine-tune-type", saved, "fine_tune", o.fine_tune);
     fixed("train-norms", saved, "train_norms", o.train_norms);
@@ -242,6 +248,7 @@ int run_train(const TrainCliOptions& cli) {
   }
   const char* command = finetune ? "finetune" : "train";
   if (o.resume && o.overwrite) throw ArgumentError("--resume and --overwrite exclude each other");
+  parse_precision(o.precision);
 
   // What can be checked before any work: the directories given, the settings a resumed run keeps, the model config.
   // (The run directory itself, its lock and the memory the model needs are the trainer's first checks.)
@@ -270,7 +277,10 @@ int run_train(const TrainCliOptions& cli) {
 
   DeviceOptions dopt;
   dopt.backend = backend_for(cli.backend, finetune ? "finetune" : "train", true);
+  precision_options(dopt, parse_precision(o.precision));
   Device device = Device::open(dopt);
+  // Mixed precision the device cannot run is an error here, before the run directory or the corpus is touched.
+  require_precision(device, parse_precision(o.precision));
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   Trainer trainer(device, o, [](const std::string& line) { std::printf("%s\n", line.c_str()); std::fflush(stdout); });
   const int64_t first = trainer.step();

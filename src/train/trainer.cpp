@@ -29,6 +29,7 @@
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
 #include "wgtrain/plot.h"
+#include "wgtrain/precision.h"
 
 namespace wgtrain {
 
@@ -52,7 +53,8 @@ json options_json(const TrainOptions& o) {
           {"init_from", o.init_from}, {"fine_tune", o.fine_tune},
           {"lora", json::parse(o.lora.to_json())}, {"train_norms", o.train_norms},
           {"quantize", o.quantize},   {"group_size", o.group_size},
-          {"mask_prompt", o.mask_prompt}, {"pack", o.pack}};
+          {"mask_prompt", o.mask_prompt}, {"pack", o.pack},
+          {"precision", o.precision}};
 }
 
 // The options a resumed run takes from its checkpoint: everything that decides the trajectory.
@@ -77,6 +79,7 @@ void restore_options(TrainOptions& o, const json& j) {
   o.group_size = j.value("group_size", int64_t{32});
   o.mask_prompt = j.value("mask_prompt", false);
   o.pack = j.value("pack", false);
+  o.precision = j.value("precision", std::string("fp32"));  // runs from before --precision were fp32
 }
 
 // The trainer state a checkpoint of either kind (model or LoRA) carries in its metadata.
@@ -168,6 +171,16 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
   const fs::path ckpt = dir / kCheckpoint;
   Impl& s = *impl_;
 
+  // The GEMMs run in the precision the device was opened for: it must be the run's (a resumed run's own, below).
+  auto check_precision = [&] {
+    const Precision want = parse_precision(opt_.precision);
+    require_precision(device_, want);
+    if (want == Precision::Fp32 && gemm_precision(device_) != Precision::Fp32)
+      throw Error("the run is fp32 but the device was opened for mixed precision (DeviceOptions::subgroup_matrix); "
+                  "open it with precision_options(options, Precision::Fp32)");
+  };
+  if (!opt_.resume) check_precision();
+
   // The run directory before anything else (wgtrain/run_dir.h): its lock, the rules that keep a run from being lost
   // (a new run never where one is, --resume only where one is, --overwrite deleting only a run), and whether it can
   // be written at all.
@@ -197,6 +210,7 @@ Trainer::Trainer(Device& device, TrainOptions options, std::function<void(const 
       throw Error("--resume: the trainer state in '" + ckpt.string() + "' is unusable: " + e.what());
     }
     log_("resuming " + dir.string() + " at step " + std::to_string(step_));
+    check_precision();
   }
   const bool finetune = !opt_.fine_tune.empty();
   const bool use_lora = opt_.fine_tune == "lora";

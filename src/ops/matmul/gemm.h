@@ -17,4 +17,14 @@ struct GemmB {
 void gemm(const char* op, const Tensor& a, const GemmB& b, int64_t n, const Tensor* bias, const Tensor& c,
           bool accumulate);
 
+// Mixed precision (wgtrain/precision.h): gemm runs gemm_sm.wgsl, f16 products on subgroup matrices, where this is
+// empty; otherwise it says what the device lacks ("offers no shader-f16", ...).
+std::string gemm_sm_missing(const DeviceImpl& dev);
+// gemm's contract on subgroup matrices (gemm_sm.wgsl), A's rows and (f32) B's columns scaled by powers of two.
+void gemm_sm(const char* op, const Tensor& a, const GemmB& b, int64_t n, const Tensor* bias, const Tensor& c,
+             bool accumulate);
+// The largest magnitude of each row of x[batch, rows, len] (any strides), as a float32 tensor [batch, rows]: the
+// absmax pass of gemm_sm (sm_absmax.wgsl), here for its tests.
+Tensor row_absmax(const Tensor& x);
+
 }  // namespace wgtrain::ops::detail

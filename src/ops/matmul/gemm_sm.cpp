@@ -1,0 +1,177 @@
+// The launcher of gemm_sm.wgsl (mixed precision on subgroup matrices) and of its absmax pass, sm_absmax.wgsl.
+#include <algorithm>
+#include <string>
+
+#include "ops/matmul/gemm.h"
+#include "ops/matmul/split_k.h"
+#include "wgtrain/ops.h"
+
+namespace wgtrain::ops::detail {
+
+namespace {
+
+struct alignas(16) SmParams {
+  uint32_t m, n, k, batch0;
+  uint32_t a_off, a_sb, a_sm, a_sk;
+  uint32_t b_off, b_sb, b_sk, b_sn;
+  uint32_t bias_off, flags, q_words, q_rows;
+  uint32_t group_size, c_off, k_chunk, sa_off;
+  uint32_t sb_off, pad0, pad1, pad2;
+};
+static_assert(sizeof(SmParams) == 96);
+
+struct alignas(16) AbsmaxParams {
+  uint32_t rows, len, off, sb, sr, sl, out_off, pad;
+};
+
+constexpr int64_t kBlock = 128, kDepth = 32;  // gemm_sm.wgsl's BM = BN and BK
+
+// out[out_off + b * rows + r] = the bits of max_l |x[off + b sb + r sr + l sl]| (atomicMax: out holds zeros first).
+void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle x, int64_t off, int64_t batch,
+                 int64_t rows, int64_t len, int64_t sb, int64_t sr, int64_t sl, const Tensor& out, int64_t out_off) {
+  if (batch == 0 || rows == 0 || len == 0) return;
+  // Neighbouring threads along len where its stride is 1 and the rows' is not, so that they read neighbours.
+  const bool lfast = sl == 1 && sr != 1;
+  const int64_t tile_rows = lfast ? 16 : 64, tile_len = lfast ? 256 : 64;
+  AbsmaxParams p{u32(rows, "rows"), u32(len, "length"),      u32(off, "offset"),           u32(sb, "stride"),
+                 u32(sr, "stride"), u32(sl, "stride"), u32(out.offset() + out_off, "offset"), 0};
+  static const wgtrain::detail::KernelDefs variants[2] = {{{"LFAST", "false"}}, {{"LFAST", "true"}}};
+  const auto& pipe = dev.pipeline("matmul/sm_absmax", variants[lfast ? 1 : 0]);
+  const int64_t maxd = dev.limits.max_workgroups_per_dim;
+  const int64_t gx = (len + tile_len - 1) / tile_len, gy = (rows + tile_rows - 1) / tile_rows;
+  if (gx > maxd || gy > maxd || batch > maxd)
+    throw Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(batch) + " x " +
+                std::to_string(rows) + " x " + std::to_string(len) + " is beyond the absmax pass's grid");
+  dev.dispatch({op, &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}}, static_cast<uint32_t>(gx),
+                static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
+}
+
+}  // namespace
+
+std::string gemm_sm_missing(const DeviceImpl& dev) {
+  if (dev.native()) return "is the native Vulkan backend (mixed precision runs through WebGPU only)";
+  const DeviceFeatures& f = dev.features;
+  if (!f.shader_f16)
+    return "offers no shader-f16 (on NVIDIA's Vulkan driver Dawn offers it only with its vulkan_enable_f16_on_nvidia "
+           "toggle)";
+  bool shape = false;
+  for (const auto& c : f.subgroup_matrix_configs)
+    shape = shape || (c.component_type == "f16" && c.result_type == "f32" && c.m == 16 && c.n == 16 && c.k == 16);
+  if (f.subgroup_matrix_configs.empty() && !f.subgroup_matrix)
+    return "offers no subgroup matrices (Dawn's chromium_experimental_subgroup_matrix)";
+  if (!shape) return "offers no f16 x f16 -> f32 16x16x16 subgroup-matrix shape";
+  if (!f.subgroup_matrix) return "was not opened with subgroup matrices (DeviceOptions::subgroup_matrix)";
+  // gemm_sm.wgsl takes lane / 32 as the subgroup: it needs subgroups of exactly 32 lanes.
+  if (dev.info.subgroup_min != 32 || dev.info.subgroup_max != 32)
+    return "has subgroups of " + std::to_string(dev.info.subgroup_min) + ".." + std::to_string(dev.info.subgroup_max) +
+           " lanes (the kernel needs 32)";
+  // gemm_sm.wgsl's workgroup memory: the f16 tiles of A (128 x 40) and B (32 x 136), and 8 f32 fragments.
+  constexpr uint32_t kWorkgroupBytes = 128 * 40 * 2 + 32 * 136 * 2 + 8 * 256 * 4;
+  if (dev.limits.max_workgroup_storage < kWorkgroupBytes)
+    return "allows " + std::to_string(dev.limits.max_workgroup_storage) + " bytes of workgroup memory (the kernel needs " +
+           std::to_string(kWorkgroupBytes) + ")";
+  return {};
+}
+
+Tensor row_absmax(const Tensor& x) {
+  check_dtype("row_absmax", x, "input", {DType::F32});
+  check_rank("row_absmax", x, "input", 3);
+  DeviceImpl& dev = x.device_impl();
+  const Tensor out = new_tensor(dev, {x.size(0) * x.size(1)}, DType::F32);
+  ops::fill_(out, 0.0);
+  absmax_into("row_absmax", dev, x.storage()->buffer, x.offset(), x.size(0), x.size(1), x.size(2), x.strides()[0],
+              x.strides()[1], x.strides()[2], out, 0);
+  return out.reshape({x.size(0), x.size(1)});
+}
+
+void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Tensor* bias, const Tensor& c,
+             bool accumulate) {
+  DeviceImpl& dev = a.device_impl();
+  const int64_t batch = a.size(0), M = a.size(1), K = a.size(2);
+  if (batch == 0 || M == 0 || N == 0) return;
+  if (!c.is_contiguous() || c.numel() != batch * M * N) throw Error(std::string(op) + ": bad output tensor");
+  const Tensor& b = *gb.b;
+  const bool f32_b = gb.mode == GemmB::F32;
+  SmParams p{};
+  p.m = u32(M, "M");
+  p.n = u32(N, "N");
+  p.k = u32(K, "K");
+  p.a_off = u32(a.offset(), "offset");
+  p.a_sb = u32(a.strides()[0], "stride");
+  p.a_sm = u32(a.strides()[1], "stride");
+  p.a_sk = u32(a.strides()[2], "stride");
+  p.flags = (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | ((K == 1 || a.strides()[2] == 1) ? 4u : 0u) | 16u;
+  if (f32_b) {
+    p.b_off = u32(b.offset(), "offset");
+    p.b_sb = u32(b.strides()[0], "stride");
+    p.b_sk = u32(b.strides()[1], "stride");
+    p.b_sn = u32(b.strides()[2], "stride");
+    if (N == 1 || b.strides()[2] == 1) p.flags |= 8u;
+    p.flags |= 32u;
+  } else {
+    p.q_words = u32(gb.q_words, "words per row");
+    p.q_rows = u32(gb.q_rows, "weight rows");
+    p.group_size = u32(gb.group_size, "group size");
+  }
+  p.bias_off = bias ? u32(bias->offset(), "offset") : 0;
+  p.c_off = u32(c.offset(), "offset");
+  u32(batch * M * N, "output elements");
+
+  // The range remedy: the largest magnitude of every row of A (over k) and, for an f32 B, of every column of B.
+  // q4 weights are left as they are: codes in -8..7 times their group's scale are well inside f16's range.
+  const int64_t a_rows = batch * M, b_cols = f32_b ? batch * N : 0;
+  const Tensor amax = new_tensor(dev, {a_rows + b_cols}, DType::F32);
+  ops::fill_(amax, 0.0);
+  absmax_into(op, dev, a.storage()->buffer, a.offset(), batch, M, K, a.strides()[0], a.strides()[1], a.strides()[2],
+              amax, 0);
+  if (f32_b)
+    absmax_into(op, dev, b.storage()->buffer, b.offset(), batch, N, K, b.strides()[0], b.strides()[2],
+                b.strides()[1], amax, a_rows);
+  p.sa_off = u32(amax.offset(), "offset");
+  p.sb_off = u32(amax.offset() + a_rows, "offset");
+
+  static const wgtrain::detail::KernelDefs variants[3] = {{{"B_MODE", "0"}, {"B_TYPE", "f32"}},
+                                                          {{"B_MODE", "1"}, {"B_TYPE", "u32"}},
+                                                          {{"B_MODE", "2"}, {"B_TYPE", "u32"}}};
+  const auto& pipe = dev.pipeline("matmul/gemm_sm", variants[static_cast<int>(gb.mode)]);
+  const uint32_t gx = u32((N + kBlock - 1) / kBlock, "N tiles"), gy = u32((M + kBlock - 1) / kBlock, "M tiles");
+  const int64_t maxz = dev.limits.max_workgroups_per_dim;
+  const wgtrain::detail::BufferHandle scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
+  const wgtrain::detail::BufferHandle bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
+  const wgtrain::detail::BufferHandle amax_buf = amax.storage()->buffer;
+
+  // Split-K as in gemm (split_k.h), in chunks that are multiples of the kernel's 32-deep k step.
+  const auto [splits, chunk] = batch == 1 && !bias
+                                   ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software,
+                                                  kDepth)
+                                   : SplitK{1, K};
+  if (splits > 1) {
+    const Tensor part = new_tensor(dev, {splits, M, N}, DType::F32);
+    p.k_chunk = u32(chunk, "k chunk");
+    p.flags &= ~2u;
+    p.c_off = 0;
+    p.batch0 = 0;
+    dev.dispatch({op, &pipe, &p, sizeof p,
+                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {part.storage()->buffer},
+                   {amax_buf}},
+                  gx, gy, u32(splits, "splits")});
+    struct alignas(16) SplitParams {
+      uint32_t n, splits, c_off, pad;
+    } sp{u32(M * N, "outputs"), u32(splits, "splits"), u32(c.offset(), "offset"), 0};
+    static const wgtrain::detail::KernelDefs sum_variants[2] = {{{"ACCUMULATE", "false"}}, {{"ACCUMULATE", "true"}}};
+    const auto& sum_pipe = dev.pipeline("matmul/split_sum", sum_variants[accumulate ? 1 : 0]);
+    const auto [sx, sy] = dev.grid((static_cast<uint64_t>(M * N) + 255) / 256);
+    dev.dispatch({op, &sum_pipe, &sp, sizeof sp, {{part.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
+    return;
+  }
+  for (int64_t b0 = 0; b0 < batch; b0 += maxz) {
+    p.batch0 = static_cast<uint32_t>(b0);
+    const uint32_t gz = static_cast<uint32_t>(std::min(maxz, batch - b0));
+    dev.dispatch({op, &pipe, &p, sizeof p,
+                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {c.storage()->buffer},
+                   {amax_buf}},
+                  gx, gy, gz});
+  }
+}
+
+}  // namespace wgtrain::ops::detail

@@ -1,0 +1,269 @@
+// Mixed-precision GEMM on Dawn's subgroup matrices (matrix units, "tensor cores"): the contract of gemm.wgsl
+// (C[b] (+)= A[b] B[b] (+ bias), C contiguous [batch, M, N], A and B strided, B in the three forms of B_MODE,
+// split-K) with f16 products and f32 accumulation.
+// f32 operands are converted to f16 while they are staged into workgroup memory; q4gsw codes are dequantised into
+// f16 there. f16's range is the risk (gradients of 1e-6 underflow, sums over long k overflow): where flags bit 16
+// (A) or 32 (B) is set, each row of A / column of B is first divided by a power of two, 2^e with its largest
+// magnitude in [2^(e-1), 2^e), so that it enters f16 at or below 1; the epilogue multiplies the f32 sum by both
+// powers, which is exact. The powers come from sm_absmax.wgsl as the f32 bit patterns of the largest magnitudes.
+// Structure as the kernel proven on the H200 (bench/subgroup_matrix/gen.py, 170 TFLOP/s from f32 inputs at
+// 4096^3): a 128 x 128 block, 32 deep in k, 8 subgroups of 32 lanes in 2 x 4, each owning a 64 x 32 tile as 4 x 2
+// fragments of 16 x 16 x 16; workgroup-memory rows padded by 8 halves against bank conflicts. The subgroup of a
+// lane is taken as local_invocation_index / 32 (as there), which needs subgroups of 32 (NVIDIA).
+// chromium_disable_uniformity_analysis: Tint otherwise rejects subgroupMatrixLoad/Store offsets that depend on the
+// invocation (the subgroup's tile), though they are uniform across each subgroup.
+// Edges: loads outside M, N or K take zeros, so the fragments always see whole tiles; the results go through
+// workgroup memory, a fragment at a time, to an epilogue that checks bounds and applies the scales, bias and
+// accumulation.
+//
+// @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W (gemm.wgsl's)
+// @variant B_TYPE {f32|u32} the element type B is bound as: u32 in the q4 modes
+
+enable f16;
+enable chromium_experimental_subgroup_matrix;
+enable chromium_disable_uniformity_analysis;
+
+const B_MODE: u32 = {{B_MODE}}u;
+const BM: u32 = 128u;
+const BN: u32 = 128u;
+const BK: u32 = 32u;
+const SA: u32 = BK + 8u;  // row stride of sa (halves)
+const SB: u32 = BN + 8u;  // row stride of sb
+const WM: u32 = 64u;      // a subgroup's tile
+const WN: u32 = 32u;
+const LOADS: u32 = BM * BK / 256u;  // elements of A (and of f32 B) each thread stages per k-tile
+const Q_LOADS: u32 = BN * BK / 8u / 256u;  // q4 words each thread stages per k-tile
+const_assert LOADS == 16u;
+const_assert Q_LOADS == 2u;
+
+struct Params {
+  m: u32,
+  n: u32,
+  k: u32,
+  batch0: u32,
+  a_off: u32,
+  a_sb: u32,
+  a_sm: u32,
+  a_sk: u32,
+  b_off: u32,
+  b_sb: u32,
+  b_sk: u32,
+  b_sn: u32,
+  bias_off: u32,
+  flags: u32,       // 1: bias; 2: accumulate; 4: A's k stride is 1; 8: B's n stride is 1; 16: A rows scaled;
+                    // 32: B columns scaled
+  q_words: u32,
+  q_rows: u32,
+  group_size: u32,
+  c_off: u32,
+  k_chunk: u32,
+  sa_off: u32,      // absmax bits of A's rows: absmax[sa_off + batch * m + row]
+  sb_off: u32,      // of B's columns: absmax[sb_off + batch * n + col]
+  _pad0: u32,
+  _pad1: u32,
+  _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<{{B_TYPE}}>;
+@group(0) @binding(3) var<storage, read> scales: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> c: array<f32>;
+@group(0) @binding(6) var<storage, read> absmax: array<u32>;
+
+var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k]
+var<workgroup> sb: array<f16, 4352>;  // BK * SB: B's tile [k][n]
+var<workgroup> sc: array<f32, 2048>;  // the epilogue: one 16 x 16 fragment of each subgroup
+
+// Both accessors in every variant, so that each type-checks whatever B is bound as.
+fn load_b1(i: u32) -> f32 { return f32(b[i]); }
+fn load_bw(i: u32) -> u32 { return u32(b[i]); }
+
+fn dequant(word: u32, j: u32, scale: f32) -> f32 {
+  return (f32((word >> (4u * j)) & 15u) - 8.0) * scale;
+}
+
+// The power of two 2^e with a largest magnitude (its f32 bits) in [2^(e-1), 2^e), between 2^-126 and 2^126 so that
+// its reciprocal is a normal f32 too; 1 for an all-zero row (nothing to scale) and for inf / NaN (left to show).
+fn pow2_of(bits: u32) -> f32 {
+  let e = bits >> 23u;
+  if (bits == 0u || e >= 255u) {
+    return 1.0;
+  }
+  return bitcast<f32>(clamp(e + 1u, 1u, 252u) << 23u);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let out_bat = wid.z + p.batch0;
+  let bat = select(out_bat, 0u, p.k_chunk != 0u);
+  let m0 = wid.y * BM;
+  let n0 = wid.x * BN;
+  let sg = li / 32u;
+  let wr = (sg / 4u) * WM;
+  let wc = (sg % 4u) * WN;
+  _ = &scales;
+  let a_base = p.a_off + bat * p.a_sb;
+  let b_base = p.b_off + bat * p.b_sb;
+  let a_kfast = (p.flags & 4u) != 0u;
+  let b_nfast = (p.flags & 8u) != 0u;
+  let a_scaled = (p.flags & 16u) != 0u;
+  let b_scaled = (p.flags & 32u) != 0u;
+
+  var k_begin = 0u;
+  var k_end = p.k;
+  if (p.k_chunk != 0u) {
+    k_begin = wid.z * p.k_chunk;
+    k_end = min(p.k, k_begin + p.k_chunk);
+  }
+
+  // Thread li stages elements li + 256 t of each tile, t < 16, in an order that makes neighbouring threads read
+  // neighbouring addresses (along k where A's k stride is 1, else along m; along n where B's n stride is 1). Those
+  // positions are the same in every k-tile, so the reciprocal scales of their rows and columns are read once.
+  var ainv: array<f32, 16>;
+  var binv: array<f32, 16>;
+  for (var t = 0u; t < LOADS; t = t + 1u) {
+    let e = li + t * 256u;
+    let gm = m0 + select(e % BM, e / BK, a_kfast);
+    ainv[t] = 1.0;
+    if (a_scaled && gm < p.m) { ainv[t] = 1.0 / pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
+    let gn = n0 + select(e / BK, e % BN, b_nfast);
+    binv[t] = 1.0;
+    if (B_MODE == 0u && b_scaled && gn < p.n) { binv[t] = 1.0 / pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
+  }
+
+  var c0_0 = subgroup_matrix_result<f32, 16, 16>();
+  var c0_1 = subgroup_matrix_result<f32, 16, 16>();
+  var c1_0 = subgroup_matrix_result<f32, 16, 16>();
+  var c1_1 = subgroup_matrix_result<f32, 16, 16>();
+  var c2_0 = subgroup_matrix_result<f32, 16, 16>();
+  var c2_1 = subgroup_matrix_result<f32, 16, 16>();
+  var c3_0 = subgroup_matrix_result<f32, 16, 16>();
+  var c3_1 = subgroup_matrix_result<f32, 16, 16>();
+
+  for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
+    workgroupBarrier();
+    for (var t = 0u; t < LOADS; t = t + 1u) {
+      let e = li + t * 256u;
+      let am = select(e % BM, e / BK, a_kfast);
+      let ak = select(e / BM, e % BK, a_kfast);
+      let gm = m0 + am;
+      let gk = k0 + ak;
+      var v = 0.0;
+      if (gm < p.m && gk < k_end) { v = a[a_base + gm * p.a_sm + gk * p.a_sk] * ainv[t]; }
+      sa[am * SA + ak] = f16(v);
+    }
+    if (B_MODE == 0u) {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let bn = select(e / BK, e % BN, b_nfast);
+        let bk = select(e % BK, e / BN, b_nfast);
+        let gn = n0 + bn;
+        let gk = k0 + bk;
+        var v = 0.0;
+        if (gn < p.n && gk < k_end) { v = load_b1(b_base + gk * p.b_sk + gn * p.b_sn) * binv[t]; }
+        sb[bk * SB + bn] = f16(v);
+      }
+    } else if (B_MODE == 1u) {
+      // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let bn = i / (BK / 8u);
+        let wq = i % (BK / 8u);
+        let gn = n0 + bn;
+        let gk = k0 + wq * 8u;
+        var w = 0x88888888u;
+        var s = 0.0;
+        if (gn < p.n && gk < k_end) {
+          w = load_bw(gn * p.q_words + gk / 8u);
+          s = scales[(gk / p.group_size) * p.q_rows + gn];
+        }
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[(wq * 8u + j) * SB + bn] = f16(dequant(w, j, s)); }
+      }
+    } else {
+      // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let bk = i / (BN / 8u);
+        let wq = i % (BN / 8u);
+        let gr = k0 + bk;
+        let gj = n0 + wq * 8u;
+        var w = 0x88888888u;
+        var s = 0.0;
+        if (gr < k_end && gj < p.n) {
+          w = load_bw(gr * p.q_words + gj / 8u);
+          s = scales[(gj / p.group_size) * p.q_rows + gr];
+        }
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[bk * SB + wq * 8u + j] = f16(dequant(w, j, s)); }
+      }
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < BK; k = k + 16u) {
+      let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, (wr + 0u) * SA + k, false, SA);
+      let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, (wr + 16u) * SA + k, false, SA);
+      let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, (wr + 32u) * SA + k, false, SA);
+      let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, (wr + 48u) * SA + k, false, SA);
+      let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, k * SB + wc + 0u, false, SB);
+      let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, k * SB + wc + 16u, false, SB);
+      c0_0 = subgroupMatrixMultiplyAccumulate(l0, r0, c0_0);
+      c0_1 = subgroupMatrixMultiplyAccumulate(l0, r1, c0_1);
+      c1_0 = subgroupMatrixMultiplyAccumulate(l1, r0, c1_0);
+      c1_1 = subgroupMatrixMultiplyAccumulate(l1, r1, c1_1);
+      c2_0 = subgroupMatrixMultiplyAccumulate(l2, r0, c2_0);
+      c2_1 = subgroupMatrixMultiplyAccumulate(l2, r1, c2_1);
+      c3_0 = subgroupMatrixMultiplyAccumulate(l3, r0, c3_0);
+      c3_1 = subgroupMatrixMultiplyAccumulate(l3, r1, c3_1);
+    }
+  }
+
+  // The epilogue, fragment (i, j) of every subgroup at a time: each subgroup stores its fragment to its 256 floats
+  // of sc, then every thread writes one element of each subgroup's fragment (16 neighbouring threads a row).
+  workgroupBarrier();
+  subgroupMatrixStore(&sc, sg * 256u, c0_0, false, 16u);
+  write_fragment(li, 0u, 0u, m0, n0, bat, out_bat);
+  subgroupMatrixStore(&sc, sg * 256u, c0_1, false, 16u);
+  write_fragment(li, 0u, 1u, m0, n0, bat, out_bat);
+  subgroupMatrixStore(&sc, sg * 256u, c1_0, false, 16u);
+  write_fragment(li, 1u, 0u, m0, n0, bat, out_bat);
+  subgroupMatrixStore(&sc, sg * 256u, c1_1, false, 16u);
+  write_fragment(li, 1u, 1u, m0, n0, bat, out_bat);
+  subgroupMatrixStore(&sc, sg * 256u, c2_0, false, 16u);
+  write_fragment(li, 2u, 0u, m0, n0, bat, out_bat);
+  subgroupMatrixStore(&sc, sg * 256u, c2_1, false, 16u);
+  write_fragment(li, 2u, 1u, m0, n0, bat, out_bat);
+  subgroupMatrixStore(&sc, sg * 256u, c3_0, false, 16u);
+  write_fragment(li, 3u, 0u, m0, n0, bat, out_bat);
+  subgroupMatrixStore(&sc, sg * 256u, c3_1, false, 16u);
+  write_fragment(li, 3u, 1u, m0, n0, bat, out_bat);
+}
+
+// Between two barriers (the stores before it visible, sc free again after it): element li of each subgroup s's
+// fragment (i, j), at row wr_s + 16 i + li / 16, column wc_s + 16 j + li % 16 of the block.
+fn write_fragment(li: u32, i: u32, j: u32, m0: u32, n0: u32, bat: u32, out_bat: u32) {
+  workgroupBarrier();
+  for (var s = 0u; s < 8u; s = s + 1u) {
+    let gm = m0 + (s / 4u) * WM + 16u * i + li / 16u;
+    let gn = n0 + (s % 4u) * WN + 16u * j + li % 16u;
+    store_c(bat, out_bat, gm, gn, sc[s * 256u + li]);
+  }
+  workgroupBarrier();
+}
+
+// One output: the scales undone, bias, accumulation, and the bounds check for blocks that overhang M or N.
+fn store_c(bat: u32, out_bat: u32, gm: u32, gn: u32, acc: f32) {
+  if (gm >= p.m || gn >= p.n) {
+    return;
+  }
+  var v = acc;
+  if ((p.flags & 16u) != 0u) { v = v * pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
+  if (B_MODE == 0u && (p.flags & 32u) != 0u) { v = v * pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
+  if ((p.flags & 1u) != 0u) {
+    v = v + bias[p.bias_off + gn];
+  }
+  let at = p.c_off + (out_bat * p.m + gm) * p.n + gn;
+  if ((p.flags & 2u) != 0u) {
+    v = v + c[at];
+  }
+  c[at] = v;
+}

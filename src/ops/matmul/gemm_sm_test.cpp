@@ -1,0 +1,255 @@
+// Mixed precision (gemm_sm.wgsl on subgroup matrices; wgtrain/precision.h): the GEMMs against the float64
+// reference where the device can run them (skipped, saying why, where it cannot: llvmpipe), and everywhere the
+// absmax pass that scales the operands and the precision option's errors.
+// Mixed tolerance, per output (see README.md): each scaled operand |x / 2^e| <= 1 is rounded to f16 with a relative
+// error <= 2^-11 (normal range) or an absolute one <= 2^-25 (f16 subnormals), so a product term is off by at most
+// 2^-10 |a b| + 2^-24 s_a s_b (s: the row's and column's powers of two), and the f32 sum adds K 2^-23 sum |a b|:
+//   |c - ref| <= 1e-30 + (2^-10 + K 2^-23) sum_k |a_k b_k| + K 2^-24 s_a s_b, with s = 2 max|row| (an upper bound).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "gpu/device_impl.h"
+#include "ops/matmul/gemm.h"
+#include "ops/q4gsw/q4gsw_ref.h"
+#include "support/test_support.h"
+#include "wgtrain/error.h"
+#include "wgtrain/ops.h"
+#include "wgtrain/precision.h"
+#include "wgtrain/q4gsw.h"
+
+namespace wgtrain {
+namespace {
+
+using test::random_host;
+
+// A device opened for mixed precision (subgroup matrices where offered), poisoned; never destroyed (as
+// test::device(), for llvmpipe's exit handlers).
+Device& mixed_device() {
+  static Device* dev = [] {
+    DeviceOptions o;
+    o.poison = true;
+    precision_options(o, Precision::Mixed);
+    return new Device(Device::open(o));
+  }();
+  return *dev;
+}
+
+#define SKIP_WITHOUT_MIXED()                                                                             \
+  do {                                                                                                   \
+    const std::string missing = ops::detail::gemm_sm_missing(mixed_device().impl());                     \
+    if (!missing.empty()) GTEST_SKIP() << "no mixed precision here: " << mixed_device().info().name << " " \
+                                       << missing;                                                       \
+  } while (0)
+
+Tensor up(const ref::HostTensor& t) {
+  std::vector<float> f(t.data.begin(), t.data.end());
+  return Tensor::from_host(mixed_device(), t.shape, f);
+}
+
+// The mixed bound above for c[M, N] = a[M, K] b[K, N] (row-major host tensors), checked element by element.
+::testing::AssertionResult mixed_close(const std::vector<float>& got, const ref::HostTensor& a,
+                                       const ref::HostTensor& b, const std::vector<double>& add = {}) {
+  const int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
+  if (static_cast<int64_t>(got.size()) != M * N) return ::testing::AssertionFailure() << "size " << got.size();
+  std::vector<double> rmax(M, 0.0), cmax(N, 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) rmax[i] = std::max(rmax[i], std::fabs(a.data[i * K + k]));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) cmax[j] = std::max(cmax[j], std::fabs(b.data[k * N + j]));
+  int bad = 0;
+  ::testing::AssertionResult r = ::testing::AssertionSuccess();
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double want = add.empty() ? 0.0 : add[i * N + j], abs_sum = add.empty() ? 0.0 : std::fabs(add[i * N + j]);
+      for (int64_t k = 0; k < K; ++k) {
+        want += a.data[i * K + k] * b.data[k * N + j];
+        abs_sum += std::fabs(a.data[i * K + k] * b.data[k * N + j]);
+      }
+      const double tol = 1e-30 + (std::ldexp(1.0, -10) + K * std::ldexp(1.0, -23)) * abs_sum +
+                         K * std::ldexp(1.0, -24) * (2 * rmax[i]) * (2 * cmax[j]);
+      const double g = got[i * N + j];
+      if (!(std::fabs(g - want) <= tol) && bad++ < 5) {
+        if (bad == 1) r = ::testing::AssertionFailure() << "seed " << test::seed() << ":";
+        r << " [" << i << "," << j << "] got " << g << " want " << want << " tol " << tol << ";";
+      }
+    }
+  if (bad) r << " " << bad << " of " << M * N << " outside";
+  return r;
+}
+
+ref::HostTensor transpose(const ref::HostTensor& x) {
+  const int64_t r = x.shape[0], c = x.shape[1];
+  ref::HostTensor t({c, r});
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) t.data[j * r + i] = x.data[i * c + j];
+  return t;
+}
+
+// (M, K, N): 1s, primes, the 128 x 128 block and 32-deep k step and just past them.
+class MixedMm : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t>> {};
+
+TEST_P(MixedMm, MatchesReference) {
+  SKIP_WITHOUT_MIXED();
+  const auto [M, K, N] = GetParam();
+  const auto a = random_host({M, K}), b = random_host({K, N});
+  EXPECT_TRUE(mixed_close(ops::mm(up(a), up(b)).to_host_f32(), a, b));
+}
+
+TEST_P(MixedMm, SplitAlongKMatchesReference) {
+  SKIP_WITHOUT_MIXED();
+  const auto [M, K, N] = GetParam();
+  const auto a = random_host({M, K}), b = random_host({K, N});
+  mixed_device().impl().split_k = 1;
+  const auto got = ops::mm(up(a), up(b)).to_host_f32();
+  mixed_device().impl().split_k = 0;
+  EXPECT_TRUE(mixed_close(got, a, b));
+}
+
+INSTANTIATE_TEST_SUITE_P(Awkward, MixedMm,
+                         ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(3, 5, 7),
+                                           std::make_tuple(17, 31, 13), std::make_tuple(65, 33, 129),
+                                           std::make_tuple(128, 32, 128), std::make_tuple(129, 97, 131),
+                                           std::make_tuple(257, 300, 200), std::make_tuple(1, 1000, 3),
+                                           std::make_tuple(640, 1024, 384)));
+
+TEST(Mixed, TransposedViewsBatchesBiasAndAccumulation) {
+  SKIP_WITHOUT_MIXED();
+  // a = A^T and b = B^T as strided views.
+  const int64_t M = 137, K = 71, N = 150;
+  const auto at = random_host({K, M}), bt = random_host({N, K});
+  const auto got = ops::mm(up(at).transpose(0, 1), up(bt).transpose(0, 1)).to_host_f32();
+  EXPECT_TRUE(mixed_close(got, transpose(at), transpose(bt))) << "transposed views";
+  // bmm: three products of one call.
+  const int64_t B = 3;
+  const auto a3 = random_host({B, 40, 70}), b3 = random_host({B, 70, 130});
+  const auto c3 = ops::bmm(up(a3), up(b3)).to_host_f32();
+  for (int64_t i = 0; i < B; ++i) {
+    ref::HostTensor ai({40, 70}), bi({70, 130});
+    std::copy_n(a3.data.begin() + i * 40 * 70, 40 * 70, ai.data.begin());
+    std::copy_n(b3.data.begin() + i * 70 * 130, 70 * 130, bi.data.begin());
+    EXPECT_TRUE(mixed_close(std::vector<float>(c3.begin() + i * 40 * 130, c3.begin() + (i + 1) * 40 * 130), ai, bi))
+        << "bmm batch " << i;
+  }
+  // linear with a bias: x W^T + b.
+  const auto x = random_host({33, 45}), w = random_host({129, 45}), bias = random_host({129});
+  std::vector<double> add(33 * 129);
+  for (int64_t i = 0; i < 33; ++i)
+    for (int64_t j = 0; j < 129; ++j) add[i * 129 + j] = bias.data[j];
+  EXPECT_TRUE(mixed_close(ops::linear(up(x), up(w), up(bias)).to_host_f32(), x, transpose(w), add)) << "bias";
+  // linear_dW accumulating onto a gradient: g += dy^T x.
+  const auto dy = random_host({300, 70}), xx = random_host({300, 50}), g0 = random_host({70, 50});
+  const Tensor g = up(g0);
+  ops::linear_dW(up(dy), up(xx), &g);
+  EXPECT_TRUE(mixed_close(g.to_host_f32(), transpose(dy), xx, g0.data)) << "dW accumulated";
+}
+
+// The reason for the scaling: gradients of 1e-7 would be f16 subnormals or zeros, and 3e4 x 3e4 products overflow
+// f16; scaled by powers of two per row and column they keep f16's 11 bits, and rows of any magnitude mix.
+TEST(Mixed, RowsAndColumnsFarOutsideF16sRangeKeepTheirPrecision) {
+  SKIP_WITHOUT_MIXED();
+  const int64_t M = 70, K = 300, N = 90;
+  auto a = random_host({M, K}), b = random_host({K, N});
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) a.data[i * K + k] *= std::ldexp(1e-7, static_cast<int>(i % 40));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) b.data[k * N + j] *= std::ldexp(3e4, -static_cast<int>(j % 30));
+  EXPECT_TRUE(mixed_close(ops::mm(up(a), up(b)).to_host_f32(), a, b));
+  // A zero row and a zero column are exact zeros.
+  for (int64_t k = 0; k < K; ++k) a.data[5 * K + k] = 0;
+  const auto got = ops::mm(up(a), up(b)).to_host_f32();
+  for (int64_t j = 0; j < N; ++j) EXPECT_EQ(got[5 * N + j], 0.0f);
+}
+
+// The q4gsw linears (codes dequantised into f16 tiles): forward x W^T, input gradient dy W.
+class MixedQ4 : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+
+TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
+  SKIP_WITHOUT_MIXED();
+  const auto [M, N, K, G] = GetParam();
+  const auto codes = test::random_ints({N, K}, 0, 15);
+  std::vector<uint8_t> bytes(static_cast<size_t>(N * ((K + 1) / 2)), 0x88);
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t c = 0; c < K; ++c) {
+      uint8_t& v = bytes[r * ((K + 1) / 2) + c / 2];
+      const int code = static_cast<int>(codes.data[r * K + c]);
+      v = c % 2 ? static_cast<uint8_t>((v & 0x0f) | (code << 4)) : static_cast<uint8_t>((v & 0xf0) | code);
+    }
+  const auto s = random_host({q4gsw::groups(K, G), N}, 0.01, 0.2);
+  const std::vector<float> scales(s.data.begin(), s.data.end());
+  const Q4Weight w = q4gsw::upload(mixed_device(), bytes, scales, N, K, G);
+  const auto wd = ref::q4_dequant(bytes, scales, N, K, G);  // [N, K]
+  const auto x = random_host({M, K});
+  EXPECT_TRUE(mixed_close(ops::linear_q4gsw(up(x), w).to_host_f32(), x, transpose(wd))) << "forward";
+  const auto dy = random_host({M, N}, -1e-6, 1e-6);  // gradient-sized
+  EXPECT_TRUE(mixed_close(ops::linear_q4gsw_backward(up(dy), w).to_host_f32(), dy, wd)) << "input gradient";
+}
+
+INSTANTIATE_TEST_SUITE_P(Awkward, MixedQ4,
+                         ::testing::Values(std::make_tuple(1, 8, 8, 8), std::make_tuple(5, 13, 37, 8),
+                                           std::make_tuple(130, 129, 200, 32), std::make_tuple(64, 640, 640, 32),
+                                           std::make_tuple(33, 300, 1000, 64)));
+
+// ---- everywhere (llvmpipe included) ---------------------------------------------------------------------------------
+
+// The absmax pass (sm_absmax.wgsl) over row-major and transposed views, rows and lengths around its tiles (64 x 64,
+// 16 x 256), zero rows and rows far from 1: exactly the largest magnitude.
+TEST(MixedAbsmax, RowMaximaAreExact) {
+  for (const auto& [B, R, L] : {std::make_tuple(1, 1, 1), std::make_tuple(2, 17, 300), std::make_tuple(1, 65, 65),
+                                std::make_tuple(3, 100, 257), std::make_tuple(1, 300, 7)}) {
+    SCOPED_TRACE(std::to_string(B) + "x" + std::to_string(R) + "x" + std::to_string(L));
+    auto x = random_host({B, R, L});
+    for (int64_t r = 0; r < B * R; ++r)
+      for (int64_t l = 0; l < L; ++l) x.data[r * L + l] *= std::ldexp(1.0, static_cast<int>(r % 50) - 25);
+    for (int64_t l = 0; l < L; ++l) x.data[(B * R / 2) * L + l] = 0;  // one zero row
+    std::vector<float> want(B * R, 0.0f);
+    for (int64_t r = 0; r < B * R; ++r)
+      for (int64_t l = 0; l < L; ++l) want[r] = std::max(want[r], std::fabs(static_cast<float>(x.data[r * L + l])));
+    const Tensor t = test::upload(x);
+    EXPECT_EQ(ops::detail::row_absmax(t).to_host_f32(), want) << "rows along len";
+    // The same values as columns of a [B, L, R] tensor viewed transposed (row stride 1).
+    ref::HostTensor xt({B, L, R});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t l = 0; l < L; ++l) xt.data[(b * L + l) * R + r] = x.data[(b * R + r) * L + l];
+    EXPECT_EQ(ops::detail::row_absmax(test::upload(xt).transpose(1, 2)).to_host_f32(), want) << "transposed view";
+  }
+}
+
+TEST(MixedPrecision, NamesAndDeviceChecks) {
+  EXPECT_EQ(parse_precision("fp32"), Precision::Fp32);
+  EXPECT_EQ(parse_precision("mixed"), Precision::Mixed);
+  EXPECT_STREQ(precision_name(Precision::Mixed), "mixed");
+  try {
+    parse_precision("fp16");
+    ADD_FAILURE() << "fp16 parsed";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("choose fp32 or mixed"), std::string::npos) << e.what();
+  }
+  // The shared test device was not opened for mixed precision: its GEMMs are fp32, and asking for mixed names why.
+  EXPECT_EQ(gemm_precision(test::device()), Precision::Fp32);
+  EXPECT_NO_THROW(require_precision(test::device(), Precision::Fp32));
+  try {
+    require_precision(test::device(), Precision::Mixed);
+    ADD_FAILURE() << "mixed accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--precision mixed needs"), std::string::npos) << m;
+    EXPECT_NE(m.find("use --precision fp32"), std::string::npos) << m;
+  }
+  // A device opened for it runs mixed exactly when it has everything; otherwise asking says what is missing.
+  const std::string missing = ops::detail::gemm_sm_missing(mixed_device().impl());
+  EXPECT_EQ(gemm_precision(mixed_device()), missing.empty() ? Precision::Mixed : Precision::Fp32);
+  if (!missing.empty()) {
+    try {
+      require_precision(mixed_device(), Precision::Mixed);
+      ADD_FAILURE() << "mixed accepted without " << missing;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace wgtrain
