@@ -1,5 +1,6 @@
 // The launcher of gemm_sm.wgsl (mixed precision on subgroup matrices) and of its absmax pass, sm_absmax.wgsl.
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "ops/matmul/gemm.h"
@@ -130,10 +131,26 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   p.sa_off = u32(amax.offset(), "offset");
   p.sb_off = u32(amax.offset() + a_rows, "offset");
 
-  static const wgtrain::detail::KernelDefs variants[3] = {{{"B_MODE", "0"}, {"B_TYPE", "f32"}},
-                                                          {{"B_MODE", "1"}, {"B_TYPE", "u32"}},
-                                                          {{"B_MODE", "2"}, {"B_TYPE", "u32"}}};
-  const auto& pipe = dev.pipeline("matmul/gemm_sm", variants[static_cast<int>(gb.mode)]);
+  // 16-byte loads where an operand is row-major with every row and offset a multiple of 4 floats (as gemm).
+  const bool a_vec = K % 4 == 0 && a.strides()[2] == 1 && a.offset() % 4 == 0 && a.strides()[1] % 4 == 0 &&
+                     a.strides()[0] % 4 == 0;
+  const bool b_vec = f32_b && N % 4 == 0 && b.strides()[2] == 1 && b.offset() % 4 == 0 && b.strides()[1] % 4 == 0 &&
+                     b.strides()[0] % 4 == 0;
+  // The 12 variants (3 forms of B, A and B as vec4s or not; the q4 forms have no vec4 B), built once.
+  static const auto variants = [] {
+    std::array<wgtrain::detail::KernelDefs, 12> t;
+    for (int mode = 0; mode < 3; ++mode)
+      for (bool av : {false, true})
+        for (bool bv : {false, true})
+          t[mode * 4 + (av ? 2 : 0) + (bv ? 1 : 0)] = {{"A_TYPE", av ? "vec4<f32>" : "f32"},
+                                                       {"A_VEC", av ? "true" : "false"},
+                                                       {"B_MODE", std::to_string(mode)},
+                                                       {"B_TYPE", mode != 0 ? "u32" : (bv ? "vec4<f32>" : "f32")},
+                                                       {"B_VEC", bv ? "true" : "false"}};
+    return t;
+  }();
+  const auto& pipe =
+      dev.pipeline("matmul/gemm_sm", variants[static_cast<int>(gb.mode) * 4 + (a_vec ? 2 : 0) + (b_vec ? 1 : 0)]);
   const uint32_t gx = u32((N + kBlock - 1) / kBlock, "N tiles"), gy = u32((M + kBlock - 1) / kBlock, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   const wgtrain::detail::BufferHandle scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;

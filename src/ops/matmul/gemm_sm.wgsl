@@ -17,13 +17,18 @@
 // accumulation.
 //
 // @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W (gemm.wgsl's)
-// @variant B_TYPE {f32|u32} the element type B is bound as: u32 in the q4 modes
+// @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats and K too: loaded as vec4s
+// @variant A_TYPE {vec4<f32>|f32} the element type A is bound as: vec4<f32> exactly when A_VEC
+// @variant B_VEC {true|false} the same for B along n (B_MODE 0 only)
+// @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_VEC, u32 in the q4 modes
 
 enable f16;
 enable chromium_experimental_subgroup_matrix;
 enable chromium_disable_uniformity_analysis;
 
 const B_MODE: u32 = {{B_MODE}}u;
+const A_VEC: bool = {{A_VEC}};
+const B_VEC: bool = {{B_VEC}};
 const BM: u32 = 128u;
 const BN: u32 = 128u;
 const BK: u32 = 32u;
@@ -35,6 +40,7 @@ const LOADS: u32 = BM * BK / 256u;  // elements of A (and of f32 B) each thread 
 const Q_LOADS: u32 = BN * BK / 8u / 256u;  // q4 words each thread stages per k-tile
 const_assert LOADS == 16u;
 const_assert Q_LOADS == 2u;
+const LOADS4: u32 = LOADS / 4u;  // the same in vec4s (A_VEC, B_VEC)
 
 struct Params {
   m: u32,
@@ -65,7 +71,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<{{A_TYPE}}>;
 @group(0) @binding(2) var<storage, read> b: array<{{B_TYPE}}>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
@@ -76,9 +82,28 @@ var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k]
 var<workgroup> sb: array<f16, 4352>;  // BK * SB: B's tile [k][n]
 var<workgroup> sc: array<f32, 2048>;  // the epilogue: one 16 x 16 fragment of each subgroup
 
-// Both accessors in every variant, so that each type-checks whatever B is bound as.
+// Accessors by f32 index (load_a1, load_b1), vec4 index (load_a4, load_b4) or u32 word (load_bw): every variant
+// defines all of them, so that the code below type-checks whatever A and B are bound as.
+{{#A_VEC}}
+fn load_a1(i: u32) -> f32 { return a[i / 4u][i % 4u]; }
+fn load_a4(i: u32) -> vec4<f32> { return a[i]; }
+{{/A_VEC}}
+{{^A_VEC}}
+fn load_a1(i: u32) -> f32 { return a[i]; }
+fn load_a4(i: u32) -> vec4<f32> { return vec4<f32>(a[4u * i], a[4u * i + 1u], a[4u * i + 2u], a[4u * i + 3u]); }
+{{/A_VEC}}
+{{#B_VEC}}
+fn load_b1(i: u32) -> f32 { return b[i / 4u][i % 4u]; }
+fn load_b4(i: u32) -> vec4<f32> { return b[i]; }
+fn load_bw(i: u32) -> u32 { return 0u; }
+{{/B_VEC}}
+{{^B_VEC}}
 fn load_b1(i: u32) -> f32 { return f32(b[i]); }
+fn load_b4(i: u32) -> vec4<f32> {
+  return vec4<f32>(f32(b[4u * i]), f32(b[4u * i + 1u]), f32(b[4u * i + 2u]), f32(b[4u * i + 3u]));
+}
 fn load_bw(i: u32) -> u32 { return u32(b[i]); }
+{{/B_VEC}}
 
 fn dequant(word: u32, j: u32, scale: f32) -> f32 {
   return (f32((word >> (4u * j)) & 15u) - 8.0) * scale;
@@ -119,16 +144,20 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   }
 
   // Thread li stages elements li + 256 t of each tile, t < 16, in an order that makes neighbouring threads read
-  // neighbouring addresses (along k where A's k stride is 1, else along m; along n where B's n stride is 1). Those
-  // positions are the same in every k-tile, so the reciprocal scales of their rows and columns are read once.
+  // neighbouring addresses (along k where A's k stride is 1, else along m; along n where B's n stride is 1); with
+  // vec4 loads, vec4s li + 256 t, t < 4, of rows of BK / 4 (A) or BN / 4 (B) vec4s. Those positions are the same in
+  // every k-tile, so the reciprocal scales of their rows and columns are read once. (A vec4 of B spans 4 columns,
+  // the same 4 for every t: binv[0..3].)
   var ainv: array<f32, 16>;
   var binv: array<f32, 16>;
   for (var t = 0u; t < LOADS; t = t + 1u) {
     let e = li + t * 256u;
-    let gm = m0 + select(e % BM, e / BK, a_kfast);
+    var gm = m0 + select(e % BM, e / BK, a_kfast);
+    if (A_VEC) { gm = m0 + (li + (t % LOADS4) * 256u) / (BK / 4u); }
     ainv[t] = 1.0;
     if (a_scaled && gm < p.m) { ainv[t] = 1.0 / pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
-    let gn = n0 + select(e / BK, e % BN, b_nfast);
+    var gn = n0 + select(e / BK, e % BN, b_nfast);
+    if (B_VEC) { gn = n0 + (li % (BN / 4u)) * 4u + t % 4u; }
     binv[t] = 1.0;
     if (B_MODE == 0u && b_scaled && gn < p.n) { binv[t] = 1.0 / pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
   }
@@ -144,6 +173,23 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
 
   for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
     workgroupBarrier();
+    if (A_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let am = e / (BK / 4u);
+        let ak = (e % (BK / 4u)) * 4u;
+        let gm = m0 + am;
+        let gk = k0 + ak;
+        var v = vec4<f32>();
+        if (gm < p.m && gk < k_end) { v = load_a4((a_base + gm * p.a_sm + gk) / 4u) * ainv[t]; }
+        let h = vec4<f16>(v);
+        let s = am * SA + ak;
+        sa[s] = h.x;
+        sa[s + 1u] = h.y;
+        sa[s + 2u] = h.z;
+        sa[s + 3u] = h.w;
+      }
+    } else {
     for (var t = 0u; t < LOADS; t = t + 1u) {
       let e = li + t * 256u;
       let am = select(e % BM, e / BK, a_kfast);
@@ -151,10 +197,29 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
       let gm = m0 + am;
       let gk = k0 + ak;
       var v = 0.0;
-      if (gm < p.m && gk < k_end) { v = a[a_base + gm * p.a_sm + gk * p.a_sk] * ainv[t]; }
+      if (gm < p.m && gk < k_end) { v = load_a1(a_base + gm * p.a_sm + gk * p.a_sk) * ainv[t]; }
       sa[am * SA + ak] = f16(v);
     }
-    if (B_MODE == 0u) {
+    }
+    if (B_MODE == 0u && B_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let bk = e / (BN / 4u);
+        let bn = (e % (BN / 4u)) * 4u;
+        let gn = n0 + bn;
+        let gk = k0 + bk;
+        var v = vec4<f32>();
+        if (gn < p.n && gk < k_end) {
+          v = load_b4((b_base + gk * p.b_sk + gn) / 4u) * vec4<f32>(binv[0], binv[1], binv[2], binv[3]);
+        }
+        let h = vec4<f16>(v);
+        let s = bk * SB + bn;
+        sb[s] = h.x;
+        sb[s + 1u] = h.y;
+        sb[s + 2u] = h.z;
+        sb[s + 3u] = h.w;
+      }
+    } else if (B_MODE == 0u) {
       for (var t = 0u; t < LOADS; t = t + 1u) {
         let e = li + t * 256u;
         let bn = select(e / BK, e % BN, b_nfast);

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+# A line-for-line Python emulation of gemm_sm.wgsl's indexing (staging, fragments as plain 16 x 16 products, the
+# epilogue), checked against a plain product: every form of B, vec4 or element loads, strides, batches, split-K, bias,
+# accumulation and the power-of-two scaling. Values are small integers times powers of two, so every step is exact
+# (f16 rounding is not emulated). For checking edits to the kernel where no GPU has subgroup matrices:
+#   python3 src/ops/matmul/gemm_sm_emulate.py   (about a minute; prints "bad 0 of ..." per case)
+# staging, fragments, epilogue, strides, q4 modes, split-K, bias and accumulate against a plain product.
+import random, struct, sys
+BAD = [0]  # wrong outputs over every case: the exit status
+BM=BN=128; BK=32; SA=BK+8; SB=BN+8; WM=64; WN=32
+def f32bits(x): return struct.unpack('<I', struct.pack('<f', x))[0]
+def bitsf(b): return struct.unpack('<f', struct.pack('<I', b))[0]
+def pow2_of(bits):
+    e = bits >> 23
+    if bits == 0 or e >= 255: return 1.0
+    return bitsf(min(max(e+1,1),252) << 23)
+def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False):
+    gx, gy, gz = grid
+    for wz in range(gz):
+     for wy in range(gy):
+      for wx in range(gx):
+        out_bat = wz + p['batch0']; bat = 0 if p['k_chunk'] else out_bat
+        m0 = wy*BM; n0 = wx*BN
+        a_base = p['a_off'] + bat*p['a_sb']; b_base = p['b_off'] + bat*p['b_sb']
+        akf = p['flags'] & 4 != 0; bnf = p['flags'] & 8 != 0
+        k_begin, k_end = 0, p['k']
+        if p['k_chunk']: k_begin = wz*p['k_chunk']; k_end = min(p['k'], k_begin + p['k_chunk'])
+        ainv = {}; binv = {}
+        for li in range(256):
+            for t in range(16):
+                e = li + t*256
+                gm = m0 + ((e//BK) if akf else (e % BM))
+                if A_VEC: gm = m0 + (li + (t % 4)*256)//(BK//4)
+                ainv[li,t] = 1.0
+                if (p['flags'] & 16) and gm < p['m']: ainv[li,t] = 1.0/pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
+                gn = n0 + ((e % BN) if bnf else (e // BK))
+                if B_VEC: gn = n0 + (li % (BN//4))*4 + t % 4
+                binv[li,t] = 1.0
+                if B_MODE == 0 and (p['flags'] & 32) and gn < p['n']: binv[li,t] = 1.0/pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
+        acc = [[0.0]*BN for _ in range(BM)]  # the 8 subgroups' fragments together
+        k0 = k_begin
+        while k0 < k_end:
+            sa = [None]*(BM*SA); sb = [None]*(BK*SB)
+            for li in range(256):
+                for t in range(4 if A_VEC else 0):
+                    e = li + t*256; am = e//(BK//4); ak = (e % (BK//4))*4; gm, gk = m0+am, k0+ak
+                    assert (a_base + gm*p['a_sm'] + gk) % 4 == 0 or not (gm < p['m'] and gk < k_end)
+                    for q in range(4):
+                        v = 0.0
+                        if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk + q] * ainv[li,t]
+                        sa[am*SA+ak+q] = v
+                for t in range(0 if A_VEC else 16):
+                    e = li + t*256
+                    am = (e//BK) if akf else (e % BM); ak = (e % BK) if akf else (e // BM)
+                    gm, gk = m0+am, k0+ak
+                    v = 0.0
+                    if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk*p['a_sk']] * ainv[li,t]
+                    sa[am*SA+ak] = v
+                if B_MODE == 0 and B_VEC:
+                    for t in range(4):
+                        e = li + t*256; bk = e//(BN//4); bn = (e % (BN//4))*4; gn, gk = n0+bn, k0+bk
+                        for q in range(4):
+                            v = 0.0
+                            if gn < p['n'] and gk < k_end: v = b[b_base + gk*p['b_sk'] + gn + q] * binv[li,q]
+                            sb[bk*SB+bn+q] = v
+                elif B_MODE == 0:
+                    for t in range(16):
+                        e = li + t*256
+                        bn = (e % BN) if bnf else (e // BK); bk = (e // BN) if bnf else (e % BK)
+                        gn, gk = n0+bn, k0+bk
+                        v = 0.0
+                        if gn < p['n'] and gk < k_end: v = b[b_base + gk*p['b_sk'] + gn*p['b_sn']] * binv[li,t]
+                        sb[bk*SB+bn] = v
+                elif B_MODE == 1:
+                    for t in range(2):
+                        i = li + t*256; bn = i // (BK//8); wq = i % (BK//8)
+                        gn = n0+bn; gk = k0 + wq*8; w = 0x88888888; s = 0.0
+                        if gn < p['n'] and gk < k_end:
+                            w = b[gn*p['q_words'] + gk//8]; s = scales[(gk//p['group_size'])*p['q_rows'] + gn]
+                        for j in range(8): sb[(wq*8+j)*SB + bn] = (((w >> (4*j)) & 15) - 8.0)*s
+                else:
+                    for t in range(2):
+                        i = li + t*256; bk = i // (BN//8); wq = i % (BN//8)
+                        gr = k0+bk; gj = n0 + wq*8; w = 0x88888888; s = 0.0
+                        if gr < k_end and gj < p['n']:
+                            w = b[gr*p['q_words'] + gj//8]; s = scales[(gj//p['group_size'])*p['q_rows'] + gr]
+                        for j in range(8): sb[bk*SB + wq*8 + j] = (((w >> (4*j)) & 15) - 8.0)*s
+            # fragments: subgroup sg's (i, j) = left rows wr+16i.., right cols wc+16j..
+            for sg in range(8):
+                wr = (sg//4)*WM; wc = (sg%4)*WN
+                for kk in range(0, BK, 16):
+                    for fi in range(4):
+                        for fj in range(2):
+                            for r in range(16):
+                                for cc in range(16):
+                                    s_ = 0.0
+                                    for q in range(16):
+                                        l = sa[(wr+16*fi)*SA + kk + r*SA + q]
+                                        rr = sb[kk*SB + wc + 16*fj + q*SB + cc]
+                                        s_ += l*rr
+                                    acc[wr+16*fi+r][wc+16*fj+cc] += s_
+            k0 += BK
+        # epilogue as the kernel: sc[s*256 + li] = fragment (i,j) of subgroup s, element li (row li/16, col li%16)
+        for fi in range(4):
+            for fj in range(2):
+                sc = [None]*2048
+                for sg in range(8):
+                    wr = (sg//4)*WM; wc = (sg%4)*WN
+                    for r in range(16):
+                        for cc in range(16): sc[sg*256 + r*16 + cc] = acc[wr+16*fi+r][wc+16*fj+cc]
+                for li in range(256):
+                    for s in range(8):
+                        gm = m0 + (s//4)*WM + 16*fi + li//16; gn = n0 + (s%4)*WN + 16*fj + li%16
+                        if gm >= p['m'] or gn >= p['n']: continue
+                        v = sc[s*256+li]
+                        if p['flags'] & 16: v *= pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
+                        if B_MODE == 0 and p['flags'] & 32: v *= pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
+                        if p['flags'] & 1: v += bias[p['bias_off'] + gn]
+                        at = p['c_off'] + (out_bat*p['m'] + gm)*p['n'] + gn
+                        if p['flags'] & 2: v += c[at]
+                        c[at] = v
+random.seed(1)
+def absmax_of(buf, off, batch, rows, length, sb, sr, sl):
+    out = []
+    for bb in range(batch):
+        for r in range(rows):
+            m = 0.0
+            for l in range(length): m = max(m, abs(buf[off + bb*sb + r*sr + l*sl]))
+            out.append(f32bits(m))
+    return out
+def check(name, M, N, K, batch=1, a_t=False, b_t=False, bias=False, acc=False, split=0, a_off=3, b_off=5):
+    # A [batch, M, K] in a buffer with an offset, transposed storage if a_t
+    if a_t: a_sb, a_sm, a_sk = M*K, 1, M
+    else: a_sb, a_sm, a_sk = M*K, K, 1
+    if b_t: b_sb, b_sk, b_sn = K*N, 1, K
+    else: b_sb, b_sk, b_sn = K*N, N, 1
+    a = [float(random.randint(-3,3)) * 2.0**random.randint(-20,20) for _ in range(a_off + batch*M*K)]
+    # scale rows so each row has a different magnitude (exact powers of two)
+    b = [float(random.randint(-3,3)) for _ in range(b_off + batch*K*N)]
+    A = lambda bb, i, k: a[a_off + bb*a_sb + i*a_sm + k*a_sk]
+    Bf = lambda bb, k, j: b[b_off + bb*b_sb + k*b_sk + j*b_sn]
+    biasv = [float(random.randint(-5,5)) for _ in range(N + 2)]
+    c0 = [float(random.randint(-5,5)) for _ in range(batch*M*N + 1)]
+    c = list(c0)
+    amax = absmax_of(a, a_off, batch, M, K, a_sb, a_sm, a_sk) + absmax_of(b, b_off, batch, N, K, b_sb, b_sn, b_sk)
+    flags = (1 if bias else 0) | (2 if acc else 0) | (4 if (K == 1 or a_sk == 1) else 0) | (8 if (N == 1 or b_sn == 1) else 0) | 16 | 32
+    p = dict(m=M, n=N, k=K, batch0=0, a_off=a_off, a_sb=a_sb, a_sm=a_sm, a_sk=a_sk, b_off=b_off, b_sb=b_sb, b_sk=b_sk,
+             b_sn=b_sn, bias_off=2 if bias else 0, flags=flags, q_words=0, q_rows=0, group_size=0, c_off=1, k_chunk=0,
+             sa_off=0, sb_off=batch*M)
+    gx, gy = (N + 127)//128, (M + 127)//128
+    av = K % 4 == 0 and a_sk == 1 and a_off % 4 == 0 and a_sm % 4 == 0 and a_sb % 4 == 0
+    bv = N % 4 == 0 and b_sn == 1 and b_off % 4 == 0 and b_sk % 4 == 0 and b_sb % 4 == 0
+    print(name, "a_vec", av, "b_vec", bv, end=" ")
+    if split:
+        chunks = (K + split - 1)//split
+        part = [float('nan')]*(chunks*M*N)
+        p['k_chunk'] = split; p['flags'] &= ~2; p['c_off'] = 0
+        run(p, a, b, None, biasv, part, amax, 0, (gx, gy, chunks), av, bv)
+        for i in range(M*N):
+            s = sum(part[z*M*N + i] for z in range(chunks))
+            c[1 + i] = s + (c[1+i] if acc else 0)
+    else:
+        run(p, a, b, None, biasv, c, amax, 0, (gx, gy, batch), av, bv)
+    bad = 0
+    for bb in range(batch):
+        for i in range(M):
+            for j in range(N):
+                want = sum(A(bb,i,k)*Bf(bb,k,j) for k in range(K))
+                if bias: want += biasv[2 + j]
+                if acc: want += c0[1 + (bb*M + i)*N + j]
+                got = c[1 + (bb*M + i)*N + j]
+                if abs(got - want) > 1e-9*max(1, abs(want)): bad += 1
+    BAD[0] += bad
+    print(name, "bad", bad, "of", batch*M*N)
+check("plain 17x31x13", 17, 13, 31)
+check("edges 130x70x150 bias acc", 130, 150, 70, bias=True, acc=True)
+check("transposed A,B batch 2", 40, 35, 45, batch=2, a_t=True, b_t=True)
+check("split-K 64 acc", 20, 30, 150, acc=True, split=64)
+check("vec 132x40x136 bias", 132, 136, 40, bias=True, a_off=4, b_off=8)
+check("vec batch 2 acc", 20, 36, 44, batch=2, acc=True, a_off=0, b_off=4)
+check("vec split-K 64", 12, 20, 200, split=64, a_off=0, b_off=0)
+check("vec A, B transposed", 30, 33, 20, b_t=True, a_off=0)
+random.seed(2)
+def q4(nw, kw, g):
+    words = (kw + 7)//8
+    codes = [[random.randint(0,15) if k < kw else 8 for k in range(words*8)] for _ in range(nw)]
+    buf = []
+    for r in range(nw):
+        for w in range(words):
+            v = 0
+            for j in range(8): v |= codes[r][w*8+j] << (4*j)
+            buf.append(v)
+    ng = (kw + g - 1)//g
+    sc = [2.0**random.randint(-6,0) for _ in range(ng*nw)]
+    W = lambda r, k: (codes[r][k]-8)*sc[(k//g)*nw + r]
+    return buf, sc, W, words
+def check_q4(mode, M, Nw, Kw, g):
+    buf, sc, W, words = q4(Nw, Kw, g)
+    if mode == 1: N, K = Nw, Kw     # y = x W^T: B[k][n] = W[n][k]
+    else: N, K = Kw, Nw             # dx = dy W: B[r][j] = W[r][j]
+    a = [float(random.randint(-3,3)) * 2.0**random.randint(-20,0) for _ in range(M*K)]
+    amax = []
+    for i in range(M):
+        m = max(abs(a[i*K+k]) for k in range(K)); amax.append(f32bits(m))
+    p = dict(m=M, n=N, k=K, batch0=0, a_off=0, a_sb=M*K, a_sm=K, a_sk=1, b_off=0, b_sb=0, b_sk=0, b_sn=0, bias_off=0,
+             flags=4|16, q_words=words, q_rows=Nw, group_size=g, c_off=0, k_chunk=0, sa_off=0, sb_off=M)
+    c = [float('nan')]*(M*N)
+    run(p, a, buf, sc, None, c, amax, mode, ((N+127)//128, (M+127)//128, 1))
+    bad = 0
+    for i in range(M):
+        for j in range(N):
+            want = sum(a[i*K+k]*(W(j,k) if mode == 1 else W(k,j)) for k in range(K))
+            if not abs(c[i*N+j]-want) <= 1e-9*max(1,abs(want)): bad += 1
+    BAD[0] += bad
+    print("mode", mode, M, N, K, "g", g, "bad", bad, "of", M*N)
+check_q4(1, 5, 13, 37, 8)
+check_q4(2, 5, 37, 13, 8)
+check_q4(1, 33, 140, 70, 32)
+check_q4(2, 33, 70, 140, 32)
+sys.exit(1 if BAD[0] else 0)
