@@ -9,6 +9,11 @@
 // within the tolerance (absolute, in nats; default 1e-5). Measured on 2026-12-03 against the native build on
 // llvmpipe: 0 on lavapipe (equal to the 9 digits printed), 9.5e-7 at most on SwiftShader (4 steps).
 //
+//   node web/tests/run.mjs tokenizer --dir build/wasm/web [--native build/wgtrain_tests] [--filter GTEST_FILTER]
+// tokenizer: the tokenizer tests (tests/tokenizer_test.cpp, tokenizer_train_test.cpp, with their files preloaded:
+// wgtrain_web_tokenizer_tests) in a Worker; passes when they all pass and, with --native, when the native build's
+// tests of the same filter end the same way (every test passed or skipped on both).
+//
 //   node web/tests/run.mjs page   --dir build/wasm/web [--steps N] [--screenshot FILE.png]
 // page: the page's flow (web/index.html): the bundled sample, N training steps, generation, the download, and the
 // downloaded file loaded back; checked from the page's state (window.wgtrainPage), with a screenshot.
@@ -41,7 +46,7 @@ for (let i = 0; i < argv.length; i += 2) {
   if (!(k in opt) || i + 1 >= argv.length) fail('unknown or incomplete option ' + argv[i]);
   opt[k] = argv[i + 1];
 }
-if (!['ops', 'parity', 'page'].includes(mode)) fail('first argument: ops, parity or page');
+if (!['ops', 'parity', 'page', 'tokenizer'].includes(mode)) fail('first argument: ops, parity, page or tokenizer');
 if (!opt.dir || !fs.existsSync(path.join(opt.dir, 'tests.html')))
   fail('--dir must be the browser build\'s web/ directory (with tests.html); build it first (README, "In a browser")');
 
@@ -211,6 +216,37 @@ const t0 = Date.now();
 if (mode === 'page') {
   await pageFlow();
   console.log(`run.mjs: page flow passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  process.exit(0);
+} else if (mode === 'tokenizer') {
+  // Not in the browser: the CLI (a subprocess) and encoding from several threads (no pthreads in this build).
+  const filter = opt.filter || 'Tokenizer*-TokenizerCli.*:*SeveralThreads*:TokenizerUnicode.TablesEqualIcu*';
+  const outcomes = (lines) => {
+    const m = new Map();
+    for (const l of lines) {
+      const r = /^\[\s*(OK|SKIPPED|FAILED)\s*\] (\S+) \(/.exec(l);
+      if (r) m.set(r[2], r[1]);
+    }
+    return m;
+  };
+  const r = await runInPage('wgtrain_web_tokenizer_tests', ['--gtest_filter=' + filter]);
+  console.log(`run.mjs: tokenizer tests in Chromium: exit ${r.exit} after ${r.seconds.toFixed(1)} s`);
+  const web = outcomes(r.lines);
+  if (r.exit !== 0) process.exit(1);
+  if (web.size === 0) fail('the tests reported success but no test outcome lines');
+  if (opt.native) {
+    let out;
+    try {
+      out = execFileSync(opt.native, ['--gtest_filter=' + filter], {encoding: 'utf8', maxBuffer: 1 << 26});
+    } catch (e) {
+      fail('the native tokenizer tests failed:\n' + e.stdout);
+    }
+    for (const l of out.split('\n')) if (/^(load|encode) /.test(l)) console.log('native: ' + l);
+    const native = outcomes(out.split('\n'));
+    const diff = [...new Set([...native.keys(), ...web.keys()])].filter((k) => native.get(k) !== web.get(k));
+    for (const k of diff) console.log(`differs: ${k}: native ${native.get(k) || 'absent'}, browser ${web.get(k) || 'absent'}`);
+    if (diff.length) fail(`${diff.length} tests end differently in the browser and natively`);
+    console.log(`run.mjs: the ${web.size} tokenizer tests end as natively (${[...web.values()].filter((v) => v === 'OK').length} passed)`);
+  }
   process.exit(0);
 } else if (mode === 'ops') {
   // By default all but the native backend's cooperative-matrix tests (the browser build has no native backend).
