@@ -115,7 +115,8 @@ $('load').onchange = async () => {
 
 // ---- fine-tuning ---------------------------------------------------------------------------------------------------
 let ftBusy = false;
-let ftDone = null;  // what the last run left in /run: 'lora' or 'full'
+let ftDone = null;     // what the last run left in /run: 'lora' or 'full'
+let genWith = 'model';  // what Generate uses: 'model' (as picked), 'run' (the last run) or 'adapter' (one picked)
 function ftControls() {
   $('finetune').disabled = ftBusy || busy || !state.device || !state.model || !state.data;
   $('ft_stop').disabled = !ftBusy;
@@ -177,9 +178,9 @@ $('ft_generate').onclick = () => {
   state.ft_generated = null;
   // The run just made, else an adapter picked, else the model as it is.
   let model = '/model', adapter = '';
-  if (ftDone === 'full') model = '/run';
-  else if (ftDone === 'lora') adapter = '/run';
-  else if (state.adapter) adapter = '/adapter';
+  if (genWith === 'run' && ftDone === 'full') model = '/run';
+  else if (genWith === 'run' && ftDone === 'lora') adapter = '/run';
+  else if (genWith === 'adapter') adapter = '/adapter';
   worker.postMessage({cmd: 'ft_generate', options: {model, adapter, prompt: $('ft_prompt').value,
                       max_tokens: Number($('ft_max_new').value), temperature: Number($('ft_temperature').value),
                       chat: $('ft_chat').checked, seed: 1}});
@@ -238,7 +239,7 @@ function ftMessage(m) {
       $('ft_data_name').textContent = `${m.names.join(', ')} (${mb})`;
     } else if (m.dir === '/adapter') {
       state.adapter = m.names;
-      ftDone = null;  // generation now uses this adapter
+      genWith = 'adapter';
       $('adapter').textContent = m.names.join(', ');
     }
   } else if (m.type === 'ft_log') {
@@ -247,8 +248,9 @@ function ftMessage(m) {
     state.ft_run = m.run;
     const r = m.run;
     ftStatus(`${r.architecture}, ${r.parameters.toLocaleString()} parameters` +
-             (r.adapters ? `, ${r.adapters} LoRA adapters` : '') + `: ${r.train_tokens} training tokens, ` +
-             `${r.val_tokens} validation; batch ${r.batch_size} x ${r.seq_len}`);
+             (r.adapters ? `, ${r.adapters} LoRA adapters` : '') +
+             (r.train_tokens ? `: ${r.train_tokens} training tokens, ${r.val_tokens} validation` : '') +
+             `; batch ${r.batch_size} x ${r.seq_len}, steps ${r.step + 1} to ${r.steps}`);
   } else if (m.type === 'ft_step') {
     state.ft_losses.push(m);
     ftStatus(`step ${m.step} of ${m.steps}: loss ${m.loss.toFixed(4)}` +
@@ -258,6 +260,7 @@ function ftMessage(m) {
   } else if (m.type === 'ft_done') {
     ftBusy = false;
     ftDone = $('ft_type').value;
+    genWith = 'run';
     state.ft_files = m.files;
     ftStatus(`${m.outcome}: ${$('ft_status').textContent.replace(/^(finished|stopped): /, '')}`);
     state.ft_status = 'finetuned';

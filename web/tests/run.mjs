@@ -22,8 +22,8 @@
 //                          [--steps N] [--tolerance T]
 // finetune: the page's fine-tuning against the native CLI's: the same Hugging Face directory and JSONL data,
 // `wgtrain finetune` (LoRA) natively and in the page with the same seed and settings; every training and
-// validation loss must agree within the tolerance (absolute, nats; here default 1e-4 for the CSV's 6 decimals and
-// two GPU stacks). The page's adapter, downloaded as a zip and unpacked, must make the native `wgtrain generate`
+// validation loss must agree within the tolerance (absolute, nats; default 1e-5, as the CLI's loss.csv has 6
+// decimals; measured 2026-12-04, lavapipe against the native build on llvmpipe: 4.7e-7 at most, the rounding). The page's adapter, downloaded as a zip and unpacked, must make the native `wgtrain generate`
 // write the page's greedy text; the CLI's adapter, loaded into the page, must make the page write the CLI's; the
 // run's zip must hold its checkpoint, loss.csv and a loss.png that inflates.
 //
@@ -379,7 +379,7 @@ async function finetuneFlow() {
 
 const t0 = Date.now();
 if (mode === 'finetune') {
-  opt.tolerance = opt.tolerance || '1e-4';
+  opt.tolerance = opt.tolerance || '1e-5';
   await finetuneFlow();
   console.log(`run.mjs: fine-tune flow passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   process.exit(0);
