@@ -233,6 +233,7 @@ function ftMessage(m) {
     const mb = (m.bytes / 1e6).toFixed(1) + ' MB';
     if (m.dir === '/model') {
       state.model = m.names;
+      genWith = 'model';  // a new model: Generate uses it as it is until a run or an adapter
       $('model').textContent = `${m.names.length} files, ${mb}: ${m.names.join(', ')}`;
     } else if (m.dir === '/data') {
       state.data = m.names;

@@ -25,7 +25,9 @@
 // validation loss must agree within the tolerance (absolute, nats; default 1e-5, as the CLI's loss.csv has 6
 // decimals; measured 2026-12-04, lavapipe against the native build on llvmpipe: 4.7e-7 at most, the rounding). The page's adapter, downloaded as a zip and unpacked, must make the native `wgtrain generate`
 // write the page's greedy text; the CLI's adapter, loaded into the page, must make the page write the CLI's; the
-// run's zip must hold its checkpoint, loss.csv and a loss.png that inflates.
+// run's zip must hold its checkpoint, loss.csv and a loss.png that inflates. Then `full` fine-tuning, 2 steps: losses
+// as the CLI's, the page's run directory (downloaded) generates with the CLI what it generated in the page, and the
+// CLI's full run directory, picked as the page's model, generates in the page what it generates with the CLI.
 //
 // The adapter: lavapipe (Mesa's Vulkan through ANGLE, a compatibility-mode adapter; the default, as its pipelines
 // build about 15x faster than SwiftShader's) or swiftshader (Chromium's own Vulkan, a core adapter limited to 256
@@ -370,6 +372,51 @@ async function finetuneFlow() {
     if (rowsPage.length !== native.length) fail(`the page's loss.csv has ${rowsPage.length} rows, the CLI's ${native.length}`);
     const png = await pngPixels(path.join(runDir, 'loss.png'));
     console.log(`the page's loss.csv: ${rowsPage.length} rows like the CLI's; loss.png ${png.width} x ${png.height}`);
+
+    // Full fine-tuning, 2 steps: losses against the CLI's; the page's run directory, downloaded, generates natively
+    // what the page generated.
+    const fullSteps = 2;
+    const nativeFull = path.join(tmp, 'native-full');
+    execFileSync(opt.wgtrain, ['finetune', '--model', modelDir, '--data', data, '--fine-tune-type', 'full',
+                               '--iters', String(fullSteps), '--batch-size', settings.batch, '--seq-len', settings.seq,
+                               '--lr', settings.lr, '--seed', settings.seed, '--eval-every', settings.eval,
+                               '--eval-batches', settings.evalBatches, '--adapter-path', nativeFull], {encoding: 'utf8'});
+    const nativeFullRows = lossCsv(path.join(nativeFull, 'loss.csv')).filter((r) => r.step > 0);
+    await page.evaluate(() => { window.wgtrainPage.ft_status = 'idle'; window.wgtrainPage.ft_generated = null; });
+    await page.selectOption('#ft_type', 'full');
+    await page.fill('#ft_steps', String(fullSteps));
+    await page.click('#finetune');
+    st = await until(page, 'full fine-tuning', (s) => s.ft_status === 'finetuned');
+    for (const n of nativeFullRows) {
+      const w = st.ft_losses.find((l) => l.step === n.step);
+      const d = Math.max(Math.abs(n.train - w.loss), n.val === undefined ? 0 : Math.abs(n.val - w.val_loss));
+      console.log(`full, step ${n.step}: native ${n.train.toFixed(6)} page ${w.loss.toFixed(6)} (difference ${d.toExponential(2)})`);
+      if (!(d <= tol)) fail('full fine-tuning: the page\'s losses differ from the CLI\'s');
+    }
+    await page.click('#ft_generate');
+    st = await until(page, 'generation after full fine-tuning', (s) => s.ft_generated !== null);
+    const fullText = st.ft_generated;
+    const [df] = await Promise.all([page.waitForEvent('download'), page.click('#dl_run')]);
+    const fullDir = path.join(tmp, 'page-full');
+    console.log(`full run zip: ${unzip(await df.path(), fullDir).join(', ')}`);
+    const genModel = (dir) => execFileSync(opt.wgtrain, ['generate', '--model', dir, '--prompt', prompt, '--temperature',
+                                                         '0', '--max-tokens', maxNew], {encoding: 'utf8'});
+    const cliFromPageRun = genModel(fullDir);
+    console.log(`page, full run:                  ${JSON.stringify(prompt + fullText)}`);
+    console.log(`CLI with the page's run:         ${JSON.stringify(cliFromPageRun.replace(/\n$/, ''))}`);
+    if (cliFromPageRun !== prompt + fullText + '\n') fail('the CLI, from the page\'s full run, writes other text');
+    // The CLI's full run directory as the page's model.
+    const runFiles = fs.readdirSync(nativeFull).filter((f) => /\.(json|safetensors)$/.test(f));
+    await page.evaluate(() => { window.wgtrainPage.model = null; window.wgtrainPage.ft_generated = null; });
+    await page.setInputFiles('#model_files', runFiles.map((f) => path.join(nativeFull, f)));
+    await until(page, 'the CLI\'s run as the model', (s) => s.model);
+    await page.click('#ft_generate');
+    st = await until(page, 'generation from the CLI\'s run', (s) => s.ft_generated !== null);
+    const cliFull = genModel(nativeFull);
+    console.log(`page with the CLI's run:         ${JSON.stringify(prompt + st.ft_generated)}`);
+    console.log(`CLI with its run:                ${JSON.stringify(cliFull.replace(/\n$/, ''))}`);
+    if (prompt + st.ft_generated + '\n' !== cliFull) fail('the page, from the CLI\'s full run, writes other text');
+    fs.rmSync(tmp, {recursive: true, force: true});  // kept when a check fails, for a look
     if (opt.screenshot) await page.screenshot({path: opt.screenshot, fullPage: true});
   } finally {
     await browser.close();
