@@ -71,8 +71,9 @@ endforeach()
 enable_language(C)
 add_library(pcre2_web STATIC ${WGTRAIN_PCRE2_SOURCES} "${WGTRAIN_PCRE2_GEN}/pcre2_chartables.c")
 target_include_directories(pcre2_web PRIVATE "${WGTRAIN_PCRE2_DIR}/src" PUBLIC "${WGTRAIN_PCRE2_GEN}")
-target_compile_definitions(pcre2_web PRIVATE HAVE_CONFIG_H PCRE2_CODE_UNIT_WIDTH=8 SUPPORT_PCRE2_8=1 SUPPORT_UNICODE=1 HAVE_MEMMOVE=1
-                                             HAVE_STDINT_H=1 HAVE_INTTYPES_H=1 HAVE_STRING_H=1 HAVE_STDLIB_H=1
+target_compile_definitions(pcre2_web PRIVATE HAVE_CONFIG_H PCRE2_CODE_UNIT_WIDTH=8 SUPPORT_PCRE2_8=1 SUPPORT_UNICODE=1
+                                             HAVE_MEMMOVE=1 HAVE_STDINT_H=1 HAVE_INTTYPES_H=1 HAVE_STRING_H=1
+                                             HAVE_STDLIB_H=1
                                      PUBLIC PCRE2_STATIC=1)
 target_compile_options(pcre2_web PRIVATE -O2 -w)
 

@@ -460,9 +460,11 @@ if (mode === 'finetune') {
     for (const l of out.split('\n')) if (/^(load|encode) /.test(l)) console.log('native: ' + l);
     const native = outcomes(out.split('\n'));
     const diff = [...new Set([...native.keys(), ...web.keys()])].filter((k) => native.get(k) !== web.get(k));
-    for (const k of diff) console.log(`differs: ${k}: native ${native.get(k) || 'absent'}, browser ${web.get(k) || 'absent'}`);
+    for (const k of diff)
+      console.log(`differs: ${k}: native ${native.get(k) || 'absent'}, browser ${web.get(k) || 'absent'}`);
     if (diff.length) fail(`${diff.length} tests end differently in the browser and natively`);
-    console.log(`run.mjs: the ${web.size} tokenizer tests end as natively (${[...web.values()].filter((v) => v === 'OK').length} passed)`);
+    const passed = [...web.values()].filter((v) => v === 'OK').length;
+    console.log(`run.mjs: the ${web.size} tokenizer tests end as natively (${passed} passed)`);
   }
   process.exit(0);
 } else if (mode === 'ops') {
