@@ -17,7 +17,8 @@
 #   wgtrain_web_tokenizer_tests.{js,wasm,data}  the tokenizer tests, with the tokenizer files they read
 #   wgtrain_parity.{js,wasm}     a few training steps of a small model, for comparison with the native build's
 #   tests.html, worker.js        the page that runs them in a Worker (web/tests/)
-#   index.html, app.js, app_worker.js, wgtrain_app.{js,wasm}, sample.txt   the page: fine-tune, train, generate, download
+#   index.html, app.js, app_worker.js, wgtrain_app.{js,wasm}, sample.txt   the page: fine-tune, train, generate,
+#                                download
 
 set(CMAKE_CXX_STANDARD 20)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)

@@ -23,10 +23,10 @@
 // finetune: the page's fine-tuning against the native CLI's: the same Hugging Face directory and JSONL data,
 // `wgtrain finetune` (LoRA) natively and in the page with the same seed and settings; every training and
 // validation loss must agree within the tolerance (absolute, nats; default 1e-5, as the CLI's loss.csv has 6
-// decimals; measured 2026-12-04, lavapipe against the native build on llvmpipe: 4.7e-7 at most, the rounding). The page's adapter, downloaded as a zip and unpacked, must make the native `wgtrain generate`
-// write the page's greedy text; the CLI's adapter, loaded into the page, must make the page write the CLI's; the
-// run's zip must hold its checkpoint, loss.csv and a loss.png that inflates. Then `full` fine-tuning, 2 steps: losses
-// as the CLI's, the page's run directory (downloaded) generates with the CLI what it generated in the page, and the
+// decimals; measured 2026-12-04, lavapipe against the native build on llvmpipe: 4.7e-7 at most, the rounding). The
+// page's adapter, downloaded as a zip and unpacked, must make the native `wgtrain generate` write the page's greedy
+// text; the CLI's adapter, loaded into the page, must make the page write the CLI's; the run's zip must hold its
+// checkpoint, loss.csv and a loss.png that inflates. Then `full` fine-tuning, 2 steps: losses as the CLI's, the page's run directory (downloaded) generates with the CLI what it generated in the page, and the
 // CLI's full run directory, picked as the page's model, generates in the page what it generates with the CLI.
 //
 // The adapter: lavapipe (Mesa's Vulkan through ANGLE, a compatibility-mode adapter; the default, as its pipelines
@@ -230,7 +230,8 @@ function lossCsv(file) {
   if (lines[0] !== 'step,tokens,lr,train_loss,val_loss,seconds') fail(`${file}: unexpected header ${lines[0]}`);
   return lines.slice(1).map((l) => {
     const f = l.split(',');
-    return {step: Number(f[0]), train: f[3] === '' ? undefined : Number(f[3]), val: f[4] === '' ? undefined : Number(f[4])};
+    const num = (x) => (x === '' ? undefined : Number(x));
+    return {step: Number(f[0]), train: num(f[3]), val: num(f[4])};
   });
 }
 function unzip(file, dir) {
@@ -369,7 +370,8 @@ async function finetuneFlow() {
                      'loss.png'])
       if (!runNames.includes(f)) fail('the run zip lacks ' + f);
     const rowsPage = lossCsv(path.join(runDir, 'loss.csv'));
-    if (rowsPage.length !== native.length) fail(`the page's loss.csv has ${rowsPage.length} rows, the CLI's ${native.length}`);
+    if (rowsPage.length !== native.length)
+      fail(`the page's loss.csv has ${rowsPage.length} rows, the CLI's ${native.length}`);
     const png = await pngPixels(path.join(runDir, 'loss.png'));
     console.log(`the page's loss.csv: ${rowsPage.length} rows like the CLI's; loss.png ${png.width} x ${png.height}`);
 
@@ -380,7 +382,8 @@ async function finetuneFlow() {
     execFileSync(opt.wgtrain, ['finetune', '--model', modelDir, '--data', data, '--fine-tune-type', 'full',
                                '--iters', String(fullSteps), '--batch-size', settings.batch, '--seq-len', settings.seq,
                                '--lr', settings.lr, '--seed', settings.seed, '--eval-every', settings.eval,
-                               '--eval-batches', settings.evalBatches, '--adapter-path', nativeFull], {encoding: 'utf8'});
+                               '--eval-batches', settings.evalBatches, '--adapter-path', nativeFull],
+                 {encoding: 'utf8'});
     const nativeFullRows = lossCsv(path.join(nativeFull, 'loss.csv')).filter((r) => r.step > 0);
     await page.evaluate(() => { window.wgtrainPage.ft_status = 'idle'; window.wgtrainPage.ft_generated = null; });
     await page.selectOption('#ft_type', 'full');
@@ -390,7 +393,8 @@ async function finetuneFlow() {
     for (const n of nativeFullRows) {
       const w = st.ft_losses.find((l) => l.step === n.step);
       const d = Math.max(Math.abs(n.train - w.loss), n.val === undefined ? 0 : Math.abs(n.val - w.val_loss));
-      console.log(`full, step ${n.step}: native ${n.train.toFixed(6)} page ${w.loss.toFixed(6)} (difference ${d.toExponential(2)})`);
+      console.log(`full, step ${n.step}: native ${n.train.toFixed(6)} page ${w.loss.toFixed(6)} ` +
+                  `(difference ${d.toExponential(2)})`);
       if (!(d <= tol)) fail('full fine-tuning: the page\'s losses differ from the CLI\'s');
     }
     await page.click('#ft_generate');
@@ -399,8 +403,9 @@ async function finetuneFlow() {
     const [df] = await Promise.all([page.waitForEvent('download'), page.click('#dl_run')]);
     const fullDir = path.join(tmp, 'page-full');
     console.log(`full run zip: ${unzip(await df.path(), fullDir).join(', ')}`);
-    const genModel = (dir) => execFileSync(opt.wgtrain, ['generate', '--model', dir, '--prompt', prompt, '--temperature',
-                                                         '0', '--max-tokens', maxNew], {encoding: 'utf8'});
+    const genModel = (dir) => execFileSync(opt.wgtrain, ['generate', '--model', dir, '--prompt', prompt,
+                                                         '--temperature', '0', '--max-tokens', maxNew],
+                                           {encoding: 'utf8'});
     const cliFromPageRun = genModel(fullDir);
     console.log(`page, full run:                  ${JSON.stringify(prompt + fullText)}`);
     console.log(`CLI with the page's run:         ${JSON.stringify(cliFromPageRun.replace(/\n$/, ''))}`);
