@@ -26,8 +26,9 @@
 // decimals; measured 2026-12-04, lavapipe against the native build on llvmpipe: 4.7e-7 at most, the rounding). The
 // page's adapter, downloaded as a zip and unpacked, must make the native `wgtrain generate` write the page's greedy
 // text; the CLI's adapter, loaded into the page, must make the page write the CLI's; the run's zip must hold its
-// checkpoint, loss.csv and a loss.png that inflates. Then `full` fine-tuning, 2 steps: losses as the CLI's, the page's run directory (downloaded) generates with the CLI what it generated in the page, and the
-// CLI's full run directory, picked as the page's model, generates in the page what it generates with the CLI.
+// checkpoint, loss.csv and a loss.png that inflates. Then `full` fine-tuning, 2 steps: losses as the CLI's, the
+// page's run directory (downloaded) generates with the CLI what it generated in the page, and the CLI's full run
+// directory, picked as the page's model, generates in the page what it generates with the CLI.
 //
 // The adapter: lavapipe (Mesa's Vulkan through ANGLE, a compatibility-mode adapter; the default, as its pipelines
 // build about 15x faster than SwiftShader's) or swiftshader (Chromium's own Vulkan, a core adapter limited to 256
