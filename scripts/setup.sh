@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Brings a fresh Debian 12 machine to a state where wgtrain builds and its tests run.
 # Idempotent: installs only what is missing, and re-fetches Dawn only when the pinned copy is absent or altered.
-# Sources: Debian's packages and the npm registry, nothing else.
+# Sources: Debian's packages (and one Debian source tarball: PCRE2 for the browser build) and the npm registry.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -84,5 +84,30 @@ for entry in "${npm_pkgs[@]}"; do
   echo "$want" > "$stamp"
   echo "setup: $spec unpacked into ${dest#$repo/}"
 done
+
+# --- PCRE2 10.42's source from Debian's archive (the version of Debian's libpcre2-dev): web/wasm.cmake compiles its
+# 8-bit library with emscripten for the browser build's tokenizers (Debian ships no WebAssembly build of it).
+pcre2_tgz="$deps/pcre2_10.42.orig.tar.gz"
+pcre2_sha256=c33b418e3b936ee3153de2c61cc638e7e4fe3156022a5c77d0711bcbb9d64f1f
+pcre2_dir="$deps/pcre2-10.42"
+if [ -f "$pcre2_dir/.integrity" ] && [ "$(cat "$pcre2_dir/.integrity")" = "$pcre2_sha256" ]; then
+  echo "setup: pcre2 10.42 source present"
+else
+  if [ ! -f "$pcre2_tgz" ] || [ "$(sha256sum "$pcre2_tgz" | cut -d' ' -f1)" != "$pcre2_sha256" ]; then
+    echo "setup: fetching pcre2 10.42 source from deb.debian.org"
+    curl -fsSL -o "$pcre2_tgz.part" http://deb.debian.org/debian/pool/main/p/pcre2/pcre2_10.42.orig.tar.gz
+    mv "$pcre2_tgz.part" "$pcre2_tgz"
+  fi
+  got=$(sha256sum "$pcre2_tgz" | cut -d' ' -f1)
+  if [ "$got" != "$pcre2_sha256" ]; then
+    echo "setup: integrity mismatch for pcre2_10.42.orig.tar.gz: expected sha256 $pcre2_sha256, got $got" >&2
+    rm -f "$pcre2_tgz"
+    exit 1
+  fi
+  rm -rf "$pcre2_dir"; mkdir -p "$pcre2_dir"
+  tar -xzf "$pcre2_tgz" -C "$pcre2_dir" --strip-components=1
+  echo "$pcre2_sha256" > "$pcre2_dir/.integrity"
+  echo "setup: pcre2 10.42 source unpacked into ${pcre2_dir#$repo/}"
+fi
 
 echo "setup: done. Build and test with: cmake --workflow --preset default   (see README.md)"

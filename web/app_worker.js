@@ -1,6 +1,8 @@
 // The page's Worker: holds the wasm module (wgtrain_app.js, from web/src/app.cpp) so that training and generation
 // never hold the page's thread. Messages in: {cmd: 'open' | 'create' | 'data' | 'train' | 'stop' | 'generate' |
 // 'save' | 'load', ...}; out: {type: 'device' | 'ready' | 'step' | 'trained' | 'generated' | 'saved' | 'error', ...}.
+// Fine-tuning: {cmd: 'files' (File objects into the module's file system) | 'finetune' | 'ft_generate' | 'zip'};
+// out: {type: 'files' | 'ft_log' | 'ft_ready' | 'ft_step' | 'ft_done' | 'ft_generated' | 'zipped'}.
 importScripts('wgtrain_app.js');
 
 let mod = null;
@@ -25,6 +27,45 @@ function text() {
   const n = mod.ccall('app_text_size', 'number', [], []);
   return mod.HEAPU8.slice(p, p + n);
 }
+
+// Files the page picked, copied into the module's in-memory file system under `dir` (emptied first) a slice at a
+// time through FileReaderSync (this Worker's own thread: the page never waits), so a model is never a single
+// JavaScript string or buffer.
+function writeFile(file, path) {
+  const FS = mod.FS, reader = new FileReaderSync(), chunk = 16 << 20;
+  const stream = FS.open(path, 'w');
+  try {
+    for (let at = 0; at < file.size; at += chunk) {
+      const bytes = new Uint8Array(reader.readAsArrayBuffer(file.slice(at, at + chunk)));
+      FS.write(stream, bytes, 0, bytes.length);
+    }
+  } finally {
+    FS.close(stream);
+  }
+}
+function emptyDir(dir) {
+  const FS = mod.FS;
+  if (!FS.analyzePath(dir).exists) return FS.mkdirTree(dir);
+  for (const name of FS.readdir(dir)) {
+    if (name === '.' || name === '..') continue;
+    const p = dir + '/' + name;
+    if (FS.isDir(FS.stat(p).mode)) {
+      emptyDir(p);
+      FS.rmdir(p);
+    } else {
+      FS.unlink(p);
+    }
+  }
+}
+function listFiles(dir) {
+  const FS = mod.FS;
+  if (!FS.analyzePath(dir).exists) return [];
+  return FS.readdir(dir).filter((n) => n !== '.' && n !== '..' && !n.startsWith('.') &&
+                                      FS.isFile(FS.stat(dir + '/' + n).mode)).sort();
+}
+self.wgtrainOnStep = (json) => post({type: 'ft_step', ...JSON.parse(json)});
+self.wgtrainOnLog = (line) => post({type: 'ft_log', line});
+self.wgtrainStopRequested = false;
 
 const handlers = {
   async open() {
@@ -56,7 +97,43 @@ const handlers = {
     }
     post({type: 'trained'});
   },
-  stop() { stopping = true; },
+  stop() { stopping = true; self.wgtrainStopRequested = true; },
+  // {dir, files: [File], names: [string] (the names to give them, default their own)}
+  files(m) {
+    emptyDir(m.dir);
+    let bytes = 0;
+    m.files.forEach((f, i) => {
+      writeFile(f, m.dir + '/' + (m.names ? m.names[i] : f.name));
+      bytes += f.size;
+    });
+    post({type: 'files', dir: m.dir, names: listFiles(m.dir), bytes});
+  },
+  // {options}: app_ft_start's JSON; then trains to the end (or 'stop') and posts each step.
+  async finetune(m) {
+    self.wgtrainStopRequested = false;
+    const json = JSON.stringify(m.options);
+    if (await call('app_ft_start', [json], ['string'])) return fail('could not start the fine-tune');
+    post({type: 'ft_ready', run: JSON.parse(new TextDecoder().decode(text()))});
+    if (await call('app_ft_run', [])) return fail('fine-tuning');
+    post({type: 'ft_done', outcome: new TextDecoder().decode(text()), files: listFiles(m.options.out || '/run')});
+  },
+  async ft_generate(m) {
+    if (await call('app_ft_generate', [JSON.stringify(m.options)], ['string'])) return fail('generation');
+    post({type: 'ft_generated', prompt: m.options.prompt, text: new TextDecoder().decode(text())});
+  },
+  // {dir, names: the files of dir to pack (default all), file: the download's name}
+  async zip(m) {
+    const names = m.names || listFiles(m.dir);
+    for (const n of names) {
+      if (!mod.FS.analyzePath(m.dir + '/' + n).exists) return post({type: 'error', message: `no ${n} to download yet`});
+    }
+    const entries = JSON.stringify(names.map((n) => [n, m.dir + '/' + n]));
+    const p = await call('app_zip', [entries], ['string']);
+    if (!p) return fail('making the zip');
+    const n = mod.ccall('app_bytes_size', 'number', [], []);
+    const bytes = mod.HEAPU8.slice(p, p + n);
+    post({type: 'zipped', file: m.file, names, bytes}, [bytes.buffer]);
+  },
   async generate(m) {
     const bytes = new TextEncoder().encode(m.prompt);
     const p = toHeap(bytes);

@@ -144,6 +144,8 @@ Regex::Regex(std::string_view pattern) : pattern_(pattern) {
                 std::to_string(err_offset) + " of its PCRE2 form '" + translated + "')");
   auto compiled = std::make_shared<Compiled>();
   compiled->code = code;
+  // Without JIT support (the browser build's PCRE2) this fails with PCRE2_ERROR_JIT_BADOPTION, the JIT stack above
+  // is null, and find_all matches with the interpreter, pcre2_match: the same matches, slower.
   compiled->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   compiled_ = std::move(compiled);
 }

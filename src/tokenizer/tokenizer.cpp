@@ -43,13 +43,17 @@ struct Tokenizer::Impl {
 
 namespace {
 
+// The whole file in one read of its size: a stream copy goes through the buffer in small pieces, which in the
+// browser (Emscripten's file system) costs a call each.
 std::string read_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw Error(std::string("cannot open ") + what + " '" + path + "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (!f.good() && !f.eof()) throw Error(std::string("cannot read ") + what + " '" + path + "'");
-  return ss.str();
+  const std::streamoff size = f.tellg();
+  if (size < 0) throw Error(std::string("cannot read ") + what + " '" + path + "'");
+  std::string text(static_cast<size_t>(size), '\0');
+  f.seekg(0);
+  if (!f.read(text.data(), size)) throw Error(std::string("cannot read ") + what + " '" + path + "'");
+  return text;
 }
 
 json parse_json(std::string_view text, const std::string& origin) {

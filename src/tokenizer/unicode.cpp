@@ -1,9 +1,15 @@
 #include "tokenizer/unicode.h"
 
+// Character properties, normalisation and lowercase come from ICU natively and from generated tables
+// (unicode_tables.h) where WGTRAIN_UNICODE_TABLES is set: the browser build, which has no ICU.
+#if WGTRAIN_UNICODE_TABLES
+#include "tokenizer/unicode_tables.h"
+#else
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/ustring.h>
+#endif
 
 #include "wgtrain/error.h"
 
@@ -128,6 +134,41 @@ size_t complete_utf8_prefix(std::string_view s) {
   return s.size();
 }
 
+#if WGTRAIN_UNICODE_TABLES
+
+bool is_whitespace(char32_t c) {
+  if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
+  return tables::properties(c) & tables::kWhiteSpace;
+}
+
+bool is_numeric(char32_t c) {
+  if (c < 0x80) return c >= '0' && c <= '9';
+  return tables::properties(c) & tables::kNumeric;
+}
+
+bool is_word_char(char32_t c) {
+  if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  return tables::properties(c) & tables::kWord;
+}
+
+bool is_combining_mark(char32_t c) {
+  if (c < 0x300) return false;
+  return tables::properties(c) & tables::kMark;
+}
+
+bool is_punctuation(char32_t c) { return tables::properties(c) & tables::kPunctuation; }
+
+std::string normalize(std::string_view s, NormalForm form) {
+  bool ascii = true;
+  for (unsigned char b : s) ascii &= b < 0x80;
+  if (ascii) return std::string(s);  // every form leaves ASCII as it is
+  return tables::normalize(s, form);
+}
+
+std::string lowercase(std::string_view s) { return tables::lowercase(s); }
+
+#else
+
 bool is_whitespace(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
   return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
@@ -213,5 +254,7 @@ std::string lowercase(std::string_view s) {
   }
   return out;
 }
+
+#endif
 
 }  // namespace wgtrain::tok

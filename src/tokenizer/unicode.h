@@ -1,6 +1,7 @@
 // UTF-8 and the few Unicode facts the tokenizer pipeline needs, with the semantics of the Rust code that
 // Hugging Face's `tokenizers` runs: String::from_utf8_lossy, char::is_whitespace, char::is_numeric, char::to_lowercase,
-// the regex crate's \w, and the unicode-normalization forms (here from ICU).
+// the regex crate's \w, and the unicode-normalization forms (from ICU natively; in the browser build from tables
+// generated from ICU: unicode_tables.h).
 #pragma once
 
 #include <cstddef>

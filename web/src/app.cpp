@@ -2,13 +2,20 @@
 // any text trains without a tokenizer), trained with the recorded step the native trainer uses, sampled with a KV
 // cache, and saved as safetensors. A C interface for the Worker's ccall; every function that waits on the GPU is
 // called with {async: true} (ASYNCIFY). Errors are returned as a status with app_error() holding the message.
+//
+// Fine-tuning (app_ft_*) is the native CLI's `wgtrain finetune`: the library's Trainer on files the Worker wrote into
+// Emscripten's in-memory file system (a Hugging Face or run directory, the data), its run directory there too, so
+// what the page downloads is what the CLI writes and what the CLI wrote loads here.
 #include <emscripten/emscripten.h>
+
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,10 +23,13 @@
 
 #include "wgtrain/adamw.h"
 #include "wgtrain/device.h"
+#include "wgtrain/generate.h"
 #include "wgtrain/llama.h"
 #include "wgtrain/ops.h"
 #include "wgtrain/safetensors.h"
 #include "wgtrain/tensor.h"
+#include "wgtrain/trainer.h"
+#include "zip.h"
 
 namespace {
 
@@ -38,6 +48,8 @@ struct App {
   int64_t steps = 0;  // of the schedule: warm-up then cosine to a tenth, as the native trainer's
   std::vector<uint8_t> data;
   std::string error, text;
+  std::unique_ptr<Trainer> trainer;  // a fine-tune run
+  std::vector<uint8_t> bytes;        // app_zip's archive
 };
 
 App& app() {
@@ -264,5 +276,122 @@ EMSCRIPTEN_KEEPALIVE int app_load(const uint8_t* file, int n, int seq, int batch
     build_step();
   });
 }
+
+// ---- fine-tuning ----------------------------------------------------------------------------------------------
+
+// A step's numbers to the Worker (which posts them to the page), and whether the page asked to stop.
+EM_JS(void, app_js_on_step, (const char* json), { self.wgtrainOnStep(UTF8ToString(json)); });
+EM_JS(int, app_js_stop_requested, (), { return self.wgtrainStopRequested ? 1 : 0; });
+EM_JS(void, app_js_log, (const char* line), { self.wgtrainOnLog(UTF8ToString(line)); });
+
+// Sets a fine-tune run up from JSON options (the CLI's flags by their TrainOptions names: model, data, out,
+// fine_tune, steps, batch_size, seq_len, lr, warmup, min_lr_ratio, weight_decay, eval_every, eval_batches,
+// save_every, seed, lora_rank, lora_alpha, lora_dropout, lora_layers, targets, train_norms, mask_prompt, pack,
+// quantize, resume). Left out, each is `wgtrain finetune`'s default (src/cli/main.cpp). app_text(): the run as JSON.
+EMSCRIPTEN_KEEPALIVE int app_ft_start(const char* options) {
+  return guarded([=] {
+    App& a = app();
+    a.trainer.reset();
+    const nlohmann::json j = nlohmann::json::parse(options);
+    TrainOptions o;
+    o.fine_tune = "lora";  // the CLI's finetune defaults
+    o.lr = 1e-4;
+    o.warmup = 10;
+    o.weight_decay = 0.0;
+    o.eval_every = 50;
+    o.save_every = 100;
+    o.model = j.at("model").get<std::string>();
+    o.data = j.at("data").get<std::string>();
+    o.out_dir = j.value("out", std::string("/run"));
+    o.fine_tune = j.value("fine_tune", o.fine_tune);
+    o.steps = j.value("steps", o.steps);
+    o.batch_size = j.value("batch_size", o.batch_size);
+    o.seq_len = j.value("seq_len", o.seq_len);
+    o.lr = j.value("lr", o.lr);
+    o.warmup = j.value("warmup", o.warmup);
+    o.min_lr_ratio = j.value("min_lr_ratio", o.min_lr_ratio);
+    o.weight_decay = j.value("weight_decay", o.weight_decay);
+    o.eval_every = j.value("eval_every", o.eval_every);
+    o.eval_batches = j.value("eval_batches", o.eval_batches);
+    o.save_every = j.value("save_every", o.save_every);
+    o.seed = j.value("seed", o.seed);
+    o.lora.rank = j.value("lora_rank", o.lora.rank);
+    o.lora.alpha = j.value("lora_alpha", o.lora.alpha);
+    o.lora.dropout = j.value("lora_dropout", o.lora.dropout);
+    o.lora.layers = j.value("lora_layers", o.lora.layers);
+    if (j.contains("targets")) {
+      const auto t = j["targets"].get<std::vector<std::string>>();
+      o.lora.targets = (t.size() == 1 && t[0] == "all") ? LoraConfig::module_names() : t;
+    }
+    o.train_norms = j.value("train_norms", o.train_norms);
+    o.mask_prompt = j.value("mask_prompt", o.mask_prompt);
+    o.pack = j.value("pack", o.pack);
+    o.quantize = j.value("quantize", o.quantize);
+    o.resume = j.value("resume", false);
+    o.overwrite = !o.resume;  // the page's run directory is its own: a new run replaces the last
+    if (o.fine_tune != "lora" && o.fine_tune != "full") throw ArgumentError("fine_tune: lora or full");
+    a.trainer = std::make_unique<Trainer>(*a.device, o, [](const std::string& line) { app_js_log(line.c_str()); });
+    const TrainOptions& t = a.trainer->options();
+    nlohmann::json r = {{"step", a.trainer->step()},         {"steps", t.steps},
+                        {"batch_size", t.batch_size},        {"seq_len", t.seq_len},
+                        {"train_tokens", a.trainer->train_tokens()}, {"val_tokens", a.trainer->val_tokens()},
+                        {"parameters", a.trainer->model().config().parameter_count()},
+                        {"architecture", a.trainer->model().config().architecture},
+                        {"adapters", a.trainer->lora() ? a.trainer->lora()->adapters().size() : 0}};
+    a.text = r.dump();
+  });
+}
+
+// Trains the run to its last step or until the page asks to stop (checked after each step), then saves (the
+// Trainer does). Each step goes to the page through app_js_on_step.
+EMSCRIPTEN_KEEPALIVE int app_ft_run() {
+  return guarded([] {
+    App& a = app();
+    if (!a.trainer) throw Error("no fine-tune run: start one first");
+    Trainer& tr = *a.trainer;
+    const Trainer::Outcome outcome = tr.run([&](const StepInfo& s) {
+      nlohmann::json j = {{"step", s.step}, {"steps", s.steps}, {"loss", s.loss}, {"lr", s.lr},
+                          {"tokens_per_second", s.tokens_per_second}, {"elapsed", s.elapsed}, {"saved", s.saved}};
+      if (s.val_loss) j["val_loss"] = *s.val_loss;
+      app_js_on_step(j.dump().c_str());
+      if (app_js_stop_requested()) tr.request_stop();
+    });
+    a.text = outcome == Trainer::Outcome::Finished ? "finished" : "stopped";
+    a.trainer.reset();  // the run's files are complete; its lock and buffers go
+  });
+}
+
+// Generates from a model directory (Hugging Face or run) with the peft adapters of `adapter` when given, as
+// `wgtrain generate` does (the base's linears as q4gsw, as QLoRA trained on them). JSON: model, adapter, prompt,
+// chat, max_tokens, temperature, top_k, seed. app_text(): the new text.
+EMSCRIPTEN_KEEPALIVE int app_ft_generate(const char* options) {
+  return guarded([=] {
+    App& a = app();
+    const nlohmann::json j = nlohmann::json::parse(options);
+    hf::ImportOptions import;
+    import.quantize = j.value("quantize", true);
+    Generator gen(*a.device, j.at("model").get<std::string>(), import, j.value("adapter", std::string()));
+    GenerateOptions g;
+    g.prompt = j.value("prompt", std::string());
+    g.chat = j.value("chat", false);
+    g.max_tokens = j.value("max_tokens", g.max_tokens);
+    g.temperature = j.value("temperature", g.temperature);
+    g.top_k = j.value("top_k", g.top_k);
+    g.seed = j.value("seed", g.seed);
+    a.text = gen.generate(g);
+  });
+}
+
+// A store-only zip of files: JSON [[name in the archive, path], ...]. Returns the bytes (valid until the next
+// call); app_bytes_size() their count.
+EMSCRIPTEN_KEEPALIVE const uint8_t* app_zip(const char* entries) {
+  App& a = app();
+  const int rc = guarded([=] {
+    const auto e = nlohmann::json::parse(entries).get<std::vector<std::pair<std::string, std::string>>>();
+    app().bytes = web::zip_files(e);
+  });
+  return rc ? nullptr : a.bytes.data();
+}
+EMSCRIPTEN_KEEPALIVE int app_bytes_size() { return static_cast<int>(app().bytes.size()); }
 
 }  // extern "C"

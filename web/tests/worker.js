@@ -3,7 +3,8 @@
 // {exit} with the status the program printed (WGTRAIN_EXIT n) or 1 if it aborted.
 self.onmessage = function(e) {
   var program = e.data.program, args = e.data.args || [];
-  var factories = {wgtrain_web_tests: 'createWgtrainTests', wgtrain_parity: 'createWgtrainParity'};
+  var factories = {wgtrain_web_tests: 'createWgtrainTests', wgtrain_parity: 'createWgtrainParity',
+                   wgtrain_web_tokenizer_tests: 'createWgtrainTokenizerTests'};
   if (!factories[program]) {
     self.postMessage({line: 'unknown program ' + program, stream: 'stderr'});
     self.postMessage({exit: 1});
