@@ -70,8 +70,8 @@ var<workgroup> kts: array<vec4<f32>, BK * HD4>;
 var<workgroup> vts: array<vec4<f32>, BK * HD4>;
 var<workgroup> qs: array<vec4<f32>, BQ * QS>;   // scale * q
 var<workgroup> gs: array<vec4<f32>, BQ * QS>;   // dO
-var<workgroup> pss: array<f32, BK * BQ>;
-var<workgroup> dss: array<f32, BK * BQ>;
+var<workgroup> pss: array<vec4<f32>, BK * BQ / 4u>;  // p and ds, read as vec4s: a quarter of the loads
+var<workgroup> dss: array<vec4<f32>, BK * BQ / 4u>;
 var<workgroup> lse_s: array<f32, BQ>;
 var<workgroup> d_s: array<f32, BQ>;
 
@@ -161,24 +161,27 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           let q = tx + TX * i;
           let t = t0 + q;
           let pv = select(0.0, exp(hsum(acc_s[r * SQ + i]) - lse_s[q]), t < p.time && p.offset + t >= j);
-          pss[(4u * ty + r) * BQ + q] = pv;
-          dss[(4u * ty + r) * BQ + q] = pv * (hsum(acc_p[r * SQ + i]) - d_s[q]);
+          pss[(4u * ty + r) * (BQ / 4u) + q / 4u][q % 4u] = pv;
+          dss[(4u * ty + r) * (BQ / 4u) + q / 4u][q % 4u] = pv * (hsum(acc_p[r * SQ + i]) - d_s[q]);
         }
       }
       workgroupBarrier();
-      for (var q = 0u; q < BQ; q = q + 1u) {
-        var pr: array<f32, 4>;
-        var dr: array<f32, 4>;
+      for (var q4 = 0u; q4 < BQ / 4u; q4 = q4 + 1u) {
+        var pr: array<vec4<f32>, 4>;
+        var dr: array<vec4<f32>, 4>;
         for (var r = 0u; r < 4u; r = r + 1u) {
-          pr[r] = pss[(4u * ty + r) * BQ + q];
-          dr[r] = dss[(4u * ty + r) * BQ + q];
+          pr[r] = pss[(4u * ty + r) * (BQ / 4u) + q4];
+          dr[r] = dss[(4u * ty + r) * (BQ / 4u) + q4];
         }
-        for (var i = 0u; i < OC; i = i + 1u) {
-          let gv = gs[q * QS + col(tx + TX * i)];
-          let qv = qs[q * QS + col(tx + TX * i)];
-          for (var r = 0u; r < 4u; r = r + 1u) {
-            acc_v[r * OC + i] = fma(vec4<f32>(pr[r]), gv, acc_v[r * OC + i]);
-            acc_k[r * OC + i] = fma(vec4<f32>(dr[r]), qv, acc_k[r * OC + i]);
+        for (var qq = 0u; qq < 4u; qq = qq + 1u) {
+          let q = 4u * q4 + qq;
+          for (var i = 0u; i < OC; i = i + 1u) {
+            let gv = gs[q * QS + col(tx + TX * i)];
+            let qv = qs[q * QS + col(tx + TX * i)];
+            for (var r = 0u; r < 4u; r = r + 1u) {
+              acc_v[r * OC + i] = fma(vec4<f32>(pr[r][qq]), gv, acc_v[r * OC + i]);
+              acc_k[r * OC + i] = fma(vec4<f32>(dr[r][qq]), qv, acc_k[r * OC + i]);
+            }
           }
         }
       }

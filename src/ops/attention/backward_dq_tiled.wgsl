@@ -72,7 +72,7 @@ var<workgroup> qs: array<vec4<f32>, BM * HD4>;   // scale * q
 var<workgroup> gs: array<vec4<f32>, BM * HD4>;   // dO
 var<workgroup> ks: array<vec4<f32>, BN * KS>;
 var<workgroup> vs: array<vec4<f32>, BN * KS>;
-var<workgroup> dss: array<f32, BM * BN>;
+var<workgroup> dss: array<vec4<f32>, BM * BN / 4u>;  // read as vec4s: a quarter of the loads
 var<workgroup> red: array<f32, BM * TX>;
 
 @compute @workgroup_size(WG)
@@ -174,19 +174,22 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var r = 0u; r < 4u; r = r + 1u) {
       for (var j = 0u; j < SN; j = j + 1u) {
         let pj = select(0.0, exp(hsum(acc_s[r * SN + j]) - lse_r[r]), k0 + tx + TX * j <= last[r]);
-        dss[(4u * ty + r) * BN + tx + TX * j] = pj * (hsum(acc_p[r * SN + j]) - d[r]);
+        let key = tx + TX * j;
+        dss[(4u * ty + r) * (BN / 4u) + key / 4u][key % 4u] = pj * (hsum(acc_p[r * SN + j]) - d[r]);
       }
     }
     workgroupBarrier();
-    for (var k = 0u; k < BN; k = k + 1u) {
-      var dk: array<f32, 4>;
+    for (var k4 = 0u; k4 < BN / 4u; k4 = k4 + 1u) {
+      var dk: array<vec4<f32>, 4>;
       for (var r = 0u; r < 4u; r = r + 1u) {
-        dk[r] = dss[(4u * ty + r) * BN + k];
+        dk[r] = dss[(4u * ty + r) * (BN / 4u) + k4];
       }
-      for (var i = 0u; i < OC; i = i + 1u) {
-        let kv = ks[k * KS + col(tx + TX * i)];
-        for (var r = 0u; r < 4u; r = r + 1u) {
-          acc_q[r * OC + i] = fma(vec4<f32>(dk[r]), kv, acc_q[r * OC + i]);
+      for (var kk = 0u; kk < 4u; kk = kk + 1u) {
+        for (var i = 0u; i < OC; i = i + 1u) {
+          let kv = ks[(4u * k4 + kk) * KS + col(tx + TX * i)];
+          for (var r = 0u; r < 4u; r = r + 1u) {
+            acc_q[r * OC + i] = fma(vec4<f32>(dk[r][kk]), kv, acc_q[r * OC + i]);
+          }
         }
       }
     }
