@@ -393,12 +393,22 @@ int run_bench(const BenchOptions& opt) {
                                     [&] { ops::attention(qt, kt, vt, scale); }));
           results.push_back(measure(dev, "attention bwd" + tag, base, flops * 2 / 3, 0,
                                     [&] { ops::attention_backward(dout, qt, kt, vt, a, scale); }));
+          // Each backward kernel alone, counting the products it computes: dQ's 3 (s, dp, dq), dK/dV's 4.
+          for (int part : {od::kBackwardDq, od::kBackwardDkv}) {
+            od::attention_backward_parts = part;
+            const bool dq = part == od::kBackwardDq;
+            results.push_back(measure(dev, std::string(dq ? "attention bwd dq" : "attention bwd dkv") + tag, base,
+                                      dq ? flops / 2 : flops * 2 / 3, 0,
+                                      [&] { ops::attention_backward(dout, qt, kt, vt, a, scale); }));
+          }
+          od::attention_backward_parts = od::kBackwardAll;
           results.push_back(measure(dev, "attention f+b" + tag, base, flops, 0, [&] {
             const ops::Attention fa = ops::attention(qt, kt, vt, scale);
             ops::attention_backward(dout, qt, kt, vt, fa, scale);
           }));
         } catch (...) {
           od::attention_force = od::kTableChoice;
+          od::attention_backward_parts = od::kBackwardAll;
           throw;
         }
       }

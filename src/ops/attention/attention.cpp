@@ -21,6 +21,7 @@ using namespace detail;
 namespace detail {
 
 int attention_force = kTableChoice;
+int attention_backward_parts = kBackwardAll;
 
 namespace {
 
@@ -284,15 +285,17 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
                                                                           {"HD4", hd4_s},
                                                                           {"VEC4", vec4_s}});
   const auto [qx, qy] = dev.grid(static_cast<uint64_t>(d.B * d.H * q_blocks));
-  dev.dispatch({"attention_backward (dq)", &dq_pipe, &p, sizeof p,
-                {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
-                 {o.storage()->buffer}, {lse.storage()->buffer}, {r.dq.storage()->buffer},
-                 {delta.storage()->buffer}},
-                qx, qy, 1});
+  if (attention_backward_parts & kBackwardDq)
+    dev.dispatch({"attention_backward (dq)", &dq_pipe, &p, sizeof p,
+                  {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
+                   {o.storage()->buffer}, {lse.storage()->buffer}, {r.dq.storage()->buffer},
+                   {delta.storage()->buffer}},
+                  qx, qy, 1});
 
   const int64_t k_rows = dkv_tiled ? dkv_tiled->rows : kRows, k_blocks = (d.L + k_rows - 1) / k_rows;
   p.blocks = u32(k_blocks, "blocks");
   const auto [kx, ky] = dev.grid(static_cast<uint64_t>(d.B * d.KV * k_blocks));
+  if (!(attention_backward_parts & kBackwardDkv)) return r;
   if (dkv_tiled) {  // dK and dV in one pass
     const auto& pipe = dev.pipeline("attention/backward_dkv_tiled", {{"BK", std::to_string(dkv_tiled->rows)},
                                                                      {"BQ", std::to_string(dkv_tiled->tile)},

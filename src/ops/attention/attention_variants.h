@@ -30,6 +30,11 @@ int64_t attention_tiled_storage(AttentionKernel kernel, const AttentionTiling& t
 constexpr int kTableChoice = -2, kRowKernels = -1;
 extern int attention_force;
 
+// For the benchmark: which of attention_backward's dispatches run (kBackwardDq: dQ and D; kBackwardDkv: dK and dV,
+// reading whatever D holds), to time each kernel alone. Both (the default) for anything that uses the results.
+constexpr int kBackwardDq = 1, kBackwardDkv = 2, kBackwardAll = 3;
+extern int attention_backward_parts;
+
 // The tiling the op runs for this kernel on this device at head dim hd (honouring attention_force), or nullptr for
 // the row kernel.
 const AttentionTiling* attention_choice(const wgtrain::detail::DeviceImpl& dev, AttentionKernel kernel, int64_t hd);
