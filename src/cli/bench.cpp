@@ -363,7 +363,7 @@ int run_bench(const BenchOptions& opt) {
       namespace od = ops::detail;
       auto tiling = [&](od::AttentionKernel kernel) {
         const od::AttentionTiling* t = od::attention_choice(dev.impl(), kernel, hd);
-        return t ? std::to_string(t->wg) + "x" + std::to_string(t->rows) + "x" + std::to_string(t->tile) : "rows";
+        return t ? od::attention_tiling_name(*t) : "rows";
       };
       // Then every entry of the tables forced (entry i of each; a shorter table's last), for choosing their order.
       int entries = 0;

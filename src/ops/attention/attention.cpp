@@ -30,27 +30,42 @@ namespace {
 // the row kernels. The order is a guess to be settled by measurement on the H200 (bench --only attention times
 // every entry): the first ones need 38 to 45 KiB of workgroup storage at hd 64 (NVIDIA's Vulkan offers 48 KiB);
 // the second ones give each invocation twice the scores and output columns (fewer invocations, fewer loads per
-// FMA); the last ones fit WebGPU's default 16 KiB at hd 64 with 32 invocations.
+// FMA); the last ones fit WebGPU's default 16 KiB at hd 64 with 32 invocations. The backward's entries past the
+// first five (added after the H200's run m1, not yet measured) sum the scores as scalars (a quarter of their
+// registers) and give 8 own rows to an invocation (half the tile loads per FMA): 128x32x32d is the first entry
+// with scalar scores alone; 64x32x32r8d the same tiles with 8 rows an invocation; 32x32x32r8d (dq) and
+// 32x32x16r8d twice the columns an invocation again (the last fits llvmpipe's 32 KiB at hd 64). dq lists 32x16x8
+// twice so that entry i (forced together in the tests and the benchmark) is the same kind in both backward tables.
 constexpr AttentionTiling kForwardTiles[] = {{256, 64, 32}, {128, 64, 32}, {128, 32, 32}, {64, 16, 16}, {32, 16, 8}};
-constexpr AttentionTiling kDqTiles[] = {{128, 32, 32}, {64, 32, 32}, {64, 16, 16}, {32, 16, 8}};
-constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32}, {64, 32, 32}, {64, 32, 16}, {64, 16, 16}, {32, 16, 8}};
+constexpr AttentionTiling kDqTiles[] = {{128, 32, 32},          {64, 32, 32},          {64, 16, 16},
+                                        {32, 16, 8},            {32, 16, 8},           {128, 32, 32, 4, true},
+                                        {64, 32, 32, 8, true},  {32, 32, 32, 8, true}, {32, 32, 16, 8, true}};
+constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32},          {64, 32, 32},         {64, 32, 16},
+                                         {64, 16, 16},           {32, 16, 8},          {128, 32, 32, 4, true},
+                                         {64, 32, 32, 8, true},  {64, 32, 16, 8, true}, {32, 32, 16, 8, true}};
 constexpr int64_t kMaxTiledHd4 = 32;  // head dim 128
 
-// Invocations per row of the own rows (4 rows each): the tiling's TX, or 0 where it is malformed.
+// Invocations per row of the own rows (t.r rows each): the tiling's TX, or 0 where it is malformed.
 int64_t tiling_tx(const AttentionTiling& t) {
-  if (t.rows % 4 || t.wg % (t.rows / 4)) return 0;
-  const int64_t tx = t.wg / (t.rows / 4);
-  return t.tile % tx ? 0 : tx;
+  if ((t.r != 4 && t.r != 8) || t.rows % t.r || t.wg % (t.rows / t.r)) return 0;
+  const int64_t tx = t.wg / (t.rows / t.r);
+  return t.tile % tx || t.tile % 4 ? 0 : tx;
 }
 
 bool fits(const wgtrain::detail::DeviceImpl& dev, AttentionKernel kernel, const AttentionTiling& t, int64_t hd4) {
   return hd4 <= kMaxTiledHd4 && tiling_tx(t) > 0 &&
+         (kernel != AttentionKernel::Forward || (t.r == 4 && !t.dot)) &&
          static_cast<uint32_t>(t.wg) <= dev.limits.max_invocations_per_workgroup &&
          static_cast<uint32_t>(t.wg) <= dev.limits.max_workgroup_size_x &&
          attention_tiled_storage(kernel, t, hd4) <= static_cast<int64_t>(dev.limits.max_workgroup_storage);
 }
 
 }  // namespace
+
+std::string attention_tiling_name(const AttentionTiling& t) {
+  return std::to_string(t.wg) + "x" + std::to_string(t.rows) + "x" + std::to_string(t.tile) +
+         (t.r != 4 ? "r" + std::to_string(t.r) : "") + (t.dot ? "d" : "");
+}
 
 const AttentionTiling* attention_tilings(AttentionKernel kernel, int* count) {
   switch (kernel) {
@@ -90,8 +105,8 @@ const AttentionTiling* attention_choice(const wgtrain::detail::DeviceImpl& dev, 
   if (attention_force >= 0) {
     const AttentionTiling& t = table[std::min(attention_force, count - 1)];
     if (!fits(dev, kernel, t, hd4))
-      throw UnsupportedError("attention: the forced tiled variant " + std::to_string(t.wg) + "x" +
-                             std::to_string(t.rows) + "x" + std::to_string(t.tile) + " does not fit head dim " +
+      throw UnsupportedError("attention: the forced tiled variant " + attention_tiling_name(t) +
+                             " does not fit head dim " +
                              std::to_string(hd) + " on this device");
     return &t;
   }
@@ -278,7 +293,9 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
   fill_view(p.g, g);
   const auto& dq_pipe = dq_tiled ? dev.pipeline("attention/backward_dq_tiled", {{"BM", std::to_string(dq_tiled->rows)},
                                                                                 {"BN", std::to_string(dq_tiled->tile)},
+                                                                                {"DOT", dq_tiled->dot ? "true" : "false"},
                                                                                 {"HD4", hd4_s},
+                                                                                {"R", std::to_string(dq_tiled->r)},
                                                                                 {"VEC4", vec4_s},
                                                                                 {"WG", std::to_string(dq_tiled->wg)}})
                                  : dev.pipeline("attention/backward_dq", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
@@ -299,7 +316,9 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
   if (dkv_tiled) {  // dK and dV in one pass
     const auto& pipe = dev.pipeline("attention/backward_dkv_tiled", {{"BK", std::to_string(dkv_tiled->rows)},
                                                                      {"BQ", std::to_string(dkv_tiled->tile)},
+                                                                     {"DOT", dkv_tiled->dot ? "true" : "false"},
                                                                      {"HD4", hd4_s},
+                                                                     {"R", std::to_string(dkv_tiled->r)},
                                                                      {"VEC4", vec4_s},
                                                                      {"WG", std::to_string(dkv_tiled->wg)}});
     dev.dispatch({"attention_backward (dk, dv)", &pipe, &p, sizeof p,

@@ -14,10 +14,16 @@ namespace wgtrain::ops::detail {
 enum class AttentionKernel { Forward, BackwardDq, BackwardDkv };
 
 // One tiled variant: WG invocations; `rows` of the workgroup's own (queries for the forward and dq, keys for dk/dv),
-// 4 per invocation; `tile` rows of the other side staged through workgroup memory per step.
+// `r` per invocation; `tile` rows of the other side staged through workgroup memory per step; `dot`: scores summed
+// as scalars rather than vec4s. The forward takes r = 4 and dot false only.
 struct AttentionTiling {
   int wg, rows, tile;
+  int r = 4;
+  bool dot = false;
 };
+
+// "WGxROWSxTILE", then "r8" where r is not 4 and "d" with dot: the benchmark's and the errors' name for it.
+std::string attention_tiling_name(const AttentionTiling& t);
 
 // The ordered table for a kernel (the first entry that fits is used) and its length.
 const AttentionTiling* attention_tilings(AttentionKernel kernel, int* count);
