@@ -15,14 +15,17 @@ enum class AttentionKernel { Forward, BackwardDq, BackwardDkv };
 
 // One tiled variant: WG invocations; `rows` of the workgroup's own (queries for the forward and dq, keys for dk/dv),
 // `r` per invocation; `tile` rows of the other side staged through workgroup memory per step; `dot`: scores summed
-// as scalars rather than vec4s. The forward takes r = 4 and dot false only.
+// as scalars rather than vec4s; `ds` (dK/dV only): the dK/dV kernel also writes dS to a [B, H, L, T] scratch buffer
+// and dq is dS k (backward_dq_ds.wgsl, after backward_delta.wgsl's D), the dq table's entry unused. The forward
+// takes r = 4 and dot false only.
 struct AttentionTiling {
   int wg, rows, tile;
   int r = 4;
   bool dot = false;
+  bool ds = false;
 };
 
-// "WGxROWSxTILE", then "r8" where r is not 4 and "d" with dot: the benchmark's and the errors' name for it.
+// "WGxROWSxTILE", then "r8" where r is not 4, "d" with dot, "s" with ds: the benchmark's and the errors' name.
 std::string attention_tiling_name(const AttentionTiling& t);
 
 // The ordered table for a kernel (the first entry that fits is used) and its length.

@@ -13,6 +13,7 @@
 // @variant BQ {64|32|16|8} queries per workgroup-memory tile (a multiple of TX = WG / (BK / R))
 // @variant R {4|8} keys per invocation: 8 halves the tile loads per FMA, with twice the accumulators
 // @variant DOT {true|false} scores summed as scalars, not as vec4s summed at the end: a quarter of their registers
+// @variant DS {true|false} also write dS ([B, H, L, T]) for backward_dq_ds.wgsl, which then needs no scores
 // @variant HD4 {*} vec4s per head row: ceil(head_dim / 4), 1 to 32
 // @variant VEC4 {true|false} q, k, v, dO, dk and dv as vec4 arrays (head_dim and every row start multiples of 4)
 
@@ -57,6 +58,9 @@ fn col(c: u32) -> u32 {
 @group(0) @binding(6) var<storage, read> delta: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dk: array<E>;
 @group(0) @binding(8) var<storage, read_write> dv: array<E>;
+{{#DS}}
+@group(0) @binding(9) var<storage, read_write> dsbuf: array<f32>;
+{{/DS}}
 
 {{#VEC4}}
 fn load_g(e: u32, c: u32) -> vec4<f32> { return gbuf[e / 4u + c]; }
@@ -183,6 +187,18 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         }
       }
       workgroupBarrier();
+{{#DS}}
+      // dS for the dq kernel: consecutive invocations take consecutive queries of a key (consecutive addresses).
+      for (var i = tid; i < BK * BQ; i = i + WG) {
+        let key = i / BQ;
+        let q = i % BQ;
+        let t = t0 + q;
+        let j = j0 + key;
+        if (t < p.time && j < p.keys) {
+          dsbuf[((b * p.heads + h) * p.keys + j) * p.time + t] = dss[key * (BQ / 4u) + q / 4u][q % 4u];
+        }
+      }
+{{/DS}}
       for (var q4 = 0u; q4 < BQ / 4u; q4 = q4 + 1u) {
         var pr: array<vec4<f32>, R>;
         var dr: array<vec4<f32>, R>;
