@@ -36,7 +36,7 @@ namespace {
 // with scalar scores alone; 64x32x32r8d the same tiles with 8 rows an invocation; 32x32x32r8d (dq) and
 // 32x32x16r8d twice the columns an invocation again (the last fits llvmpipe's 32 KiB at hd 64). dq lists 32x16x8
 // twice so that entry i (forced together in the tests and the benchmark) is the same kind in both backward tables.
-// The dK/dV entries marked `s` (128x32x32s, 64x32x32r8ds, 32x32x16r8ds) write dS to a scratch buffer (up to
+// The dK/dV entries marked `s` (the first and the four `d` entries again) write dS to a scratch buffer (up to
 // kMaxDsBytes) for a dq that is one product instead of three: 5 products in the backward instead of 7.
 constexpr AttentionTiling kForwardTiles[] = {{256, 64, 32}, {128, 64, 32}, {128, 32, 32}, {64, 16, 16}, {32, 16, 8}};
 constexpr AttentionTiling kDqTiles[] = {{128, 32, 32},          {64, 32, 32},          {64, 16, 16},
@@ -45,14 +45,17 @@ constexpr AttentionTiling kDqTiles[] = {{128, 32, 32},          {64, 32, 32},   
 constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32},          {64, 32, 32},         {64, 32, 16},
                                          {64, 16, 16},           {32, 16, 8},          {128, 32, 32, 4, true},
                                          {64, 32, 32, 8, true},  {64, 32, 16, 8, true}, {32, 32, 16, 8, true},
-                                         {128, 32, 32, 4, false, true}, {64, 32, 32, 8, true, true},
+                                         {128, 32, 32, 4, false, true}, {128, 32, 32, 4, true, true},
+                                         {64, 32, 32, 8, true, true},   {64, 32, 16, 8, true, true},
                                          {32, 32, 16, 8, true, true}};
 constexpr int64_t kMaxTiledHd4 = 32;  // head dim 128
 constexpr int64_t kMaxDsBytes = int64_t{1} << 30;  // the `s` entries' dS scratch: 168 MB at B 16, T 512, H 10
 // backward_dq_ds.wgsl's fixed tiling (WG, BM, BN).
 constexpr AttentionTiling kDqDsTiling = {128, 32, 32};
 
-int64_t dq_ds_storage(int64_t hd4) { return kDqDsTiling.tile * (hd4 + 1) * 16 + kDqDsTiling.rows * (kDqDsTiling.tile + 1) * 4; }
+int64_t dq_ds_storage(int64_t hd4) {
+  return kDqDsTiling.tile * (hd4 + 1) * 16 + kDqDsTiling.rows * (kDqDsTiling.tile + 1) * 4;
+}
 
 // Invocations per row of the own rows (t.r rows each): the tiling's TX, or 0 where it is malformed.
 int64_t tiling_tx(const AttentionTiling& t) {
@@ -360,9 +363,10 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
                                                                        {"R", std::to_string(dkv_tiled->r)},
                                                                        {"VEC4", vec4_s},
                                                                        {"WG", std::to_string(dkv_tiled->wg)}});
-      std::vector<wgtrain::detail::Binding> buffers = {{q.storage()->buffer},   {k.storage()->buffer},     {v.storage()->buffer},
-                                      {g.storage()->buffer},   {lse.storage()->buffer},   {delta.storage()->buffer},
-                                      {r.dk.storage()->buffer}, {r.dv.storage()->buffer}};
+      std::vector<wgtrain::detail::Binding> buffers = {
+          {q.storage()->buffer},     {k.storage()->buffer},   {v.storage()->buffer},
+          {g.storage()->buffer},     {lse.storage()->buffer}, {delta.storage()->buffer},
+          {r.dk.storage()->buffer},  {r.dv.storage()->buffer}};
       if (ds) buffers.push_back({ds_scratch.storage()->buffer});
       dev.dispatch({"attention_backward (dk, dv)", &pipe, &p, sizeof p, buffers, kx, ky, 1});
     }
