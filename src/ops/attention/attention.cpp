@@ -22,6 +22,7 @@ namespace detail {
 
 int attention_force = kTableChoice;
 int attention_backward_parts = kBackwardAll;
+int64_t attention_max_ds_bytes = int64_t{1} << 30;  // 168 MB at B 16, T 512, H 10
 
 namespace {
 
@@ -37,7 +38,7 @@ namespace {
 // 32x32x16r8d twice the columns an invocation again (the last fits llvmpipe's 32 KiB at hd 64). dq lists 32x16x8
 // twice so that entry i (forced together in the tests and the benchmark) is the same kind in both backward tables.
 // The dK/dV entries marked `s` (the first and the four `d` entries again) write dS to a scratch buffer (up to
-// kMaxDsBytes) for a dq that is one product instead of three: 5 products in the backward instead of 7.
+// attention_max_ds_bytes) for a dq that is one product instead of three: 5 products in the backward instead of 7.
 constexpr AttentionTiling kForwardTiles[] = {{256, 64, 32}, {128, 64, 32}, {128, 32, 32}, {64, 16, 16}, {32, 16, 8}};
 constexpr AttentionTiling kDqTiles[] = {{128, 32, 32},          {64, 32, 32},          {64, 16, 16},
                                         {32, 16, 8},            {32, 16, 8},           {128, 32, 32, 4, true},
@@ -49,7 +50,6 @@ constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32},          {64, 32, 32},  
                                          {64, 32, 32, 8, true, true},   {64, 32, 16, 8, true, true},
                                          {32, 32, 16, 8, true, true}};
 constexpr int64_t kMaxTiledHd4 = 32;  // head dim 128
-constexpr int64_t kMaxDsBytes = int64_t{1} << 30;  // the `s` entries' dS scratch: 168 MB at B 16, T 512, H 10
 // backward_dq_ds.wgsl's fixed tiling (WG, BM, BN).
 constexpr AttentionTiling kDqDsTiling = {128, 32, 32};
 
@@ -304,7 +304,7 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
   const AttentionTiling* dkv_tiled = attention_choice(dev, AttentionKernel::BackwardDkv, d.hd);
   // The `s` entries' dS scratch, [B, H, L, T]: where it would be too large, the first entry without it.
   const int64_t ds_bytes = d.B * d.H * d.L * d.T * 4;
-  const int64_t ds_limit = std::min({kMaxDsBytes, static_cast<int64_t>(dev.limits.max_storage_binding_size),
+  const int64_t ds_limit = std::min({attention_max_ds_bytes, static_cast<int64_t>(dev.limits.max_storage_binding_size),
                                      static_cast<int64_t>(dev.limits.max_buffer_size)});
   if (dkv_tiled && dkv_tiled->ds && ds_bytes > ds_limit) {
     if (attention_force >= 0)

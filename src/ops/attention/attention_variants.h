@@ -44,6 +44,10 @@ extern int attention_force;
 constexpr int kBackwardDq = 1, kBackwardDkv = 2, kBackwardAll = 3;
 extern int attention_backward_parts;
 
+// The most bytes the `ds` entries' dS scratch may take (1 GiB; the device's binding size too): past it the first
+// entry without ds runs, and a forced ds entry throws UnsupportedError. A variable for the tests.
+extern int64_t attention_max_ds_bytes;
+
 // The tiling the op runs for this kernel on this device at head dim hd (honouring attention_force), or nullptr for
 // the row kernel.
 const AttentionTiling* attention_choice(const wgtrain::detail::DeviceImpl& dev, AttentionKernel kernel, int64_t hd);
