@@ -103,7 +103,9 @@ constexpr uint32_t WGPU_QUERY_SET_INDEX_UNDEFINED = UINT32_MAX;
   X(WGPUSubgroupMatrixComponentType_F32, 1u, WGPUSubgroupMatrixComponentType_F32) \
   X(WGPUSubgroupMatrixComponentType_F16, 2u, WGPUSubgroupMatrixComponentType_F16) \
   X(WGPUSubgroupMatrixComponentType_U32, 3u, WGPUSubgroupMatrixComponentType_U32) \
-  X(WGPUSubgroupMatrixComponentType_I32, 4u, WGPUSubgroupMatrixComponentType_I32)
+  X(WGPUSubgroupMatrixComponentType_I32, 4u, WGPUSubgroupMatrixComponentType_I32) \
+  X(WGPUSubgroupMatrixComponentType_U8, 5u, WGPUSubgroupMatrixComponentType_U8)   \
+  X(WGPUSubgroupMatrixComponentType_I8, 6u, WGPUSubgroupMatrixComponentType_I8)
 
 #define WGTRAIN_WGPU_DECLARE_ENUM(name, value, header_name) constexpr uint32_t name = (value);
 WGPU_ABI_ENUMS(WGTRAIN_WGPU_DECLARE_ENUM)

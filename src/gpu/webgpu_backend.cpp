@@ -897,6 +897,8 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
           case WGPUSubgroupMatrixComponentType_F16: return "f16";
           case WGPUSubgroupMatrixComponentType_U32: return "u32";
           case WGPUSubgroupMatrixComponentType_I32: return "i32";
+          case WGPUSubgroupMatrixComponentType_U8: return "u8";
+          case WGPUSubgroupMatrixComponentType_I8: return "i8";
           default: return "type " + std::to_string(t);
         }
       };

@@ -219,7 +219,10 @@ TEST(Attention, ChoosesTheFirstEntryThatFits) {
       SCOPED_TRACE("hd " + std::to_string(hd));
       const ops::detail::AttentionTiling* chosen = ops::detail::attention_choice(dev, kernel, hd);
       auto fits = [&](const ops::detail::AttentionTiling& e) {
-        return static_cast<uint32_t>(e.wg) <= dev.limits.max_invocations_per_workgroup &&
+        const bool ds_fits = !e.ds || (dev.limits.max_storage_buffers_per_stage >= 9 &&
+                                       ops::detail::attention_dq_ds_storage((hd + 3) / 4) <=
+                                           static_cast<int64_t>(dev.limits.max_workgroup_storage));
+        return ds_fits && static_cast<uint32_t>(e.wg) <= dev.limits.max_invocations_per_workgroup &&
                ops::detail::attention_tiled_storage(kernel, e, (hd + 3) / 4) <=
                    static_cast<int64_t>(dev.limits.max_workgroup_storage);
       };

@@ -33,6 +33,8 @@ const AttentionTiling* attention_tilings(AttentionKernel kernel, int* count);
 
 // Bytes of workgroup storage the tiled kernel needs for this tiling at hd4 vec4s per head row.
 int64_t attention_tiled_storage(AttentionKernel kernel, const AttentionTiling& t, int64_t hd4);
+// The same for backward_dq_ds.wgsl (run after a dK/dV entry with ds), whose tiling is fixed.
+int64_t attention_dq_ds_storage(int64_t hd4);
 
 // For tests and the benchmark: kTableChoice (the default) picks as the op does; kRowKernels forces the row kernels;
 // i >= 0 forces entry i of each kernel's table (an error if it does not fit the device or the shape).
