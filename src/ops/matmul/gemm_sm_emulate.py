@@ -7,14 +7,14 @@
 # staging, fragments, epilogue, strides, q4 modes, split-K, bias and accumulate against a plain product.
 import random, struct, sys
 BAD = [0]  # wrong outputs over every case: the exit status
-BM=BN=128; BK=32; SA=BK+8; SB=BN+8; WM=64; WN=32
+BM=BN=128; BK=32; SA=BK+8; SB=BN+8; SAT=BM+8; WM=64; WN=32
 def f32bits(x): return struct.unpack('<I', struct.pack('<f', x))[0]
 def bitsf(b): return struct.unpack('<f', struct.pack('<I', b))[0]
 def pow2_of(bits):
     e = bits >> 23
     if bits == 0 or e >= 255: return 1.0
     return bitsf(min(max(e+1,1),252) << 23)
-def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False):
+def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False, A_T=False):
     gx, gy, gz = grid
     for wz in range(gz):
      for wy in range(gy):
@@ -31,6 +31,7 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                 e = li + t*256
                 gm = m0 + ((e//BK) if akf else (e % BM))
                 if A_VEC: gm = m0 + (li + (t % 4)*256)//(BK//4)
+                if A_T: gm = m0 + (li % (BM//4))*4 + t % 4
                 ainv[li,t] = 1.0
                 if (p['flags'] & 16) and gm < p['m']: ainv[li,t] = 1.0/pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
                 gn = n0 + ((e % BN) if bnf else (e // BK))
@@ -42,6 +43,13 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
         while k0 < k_end:
             sa = [None]*(BM*SA); sb = [None]*(BK*SB)
             for li in range(256):
+                for t in range(4 if A_T else 0):
+                    e = li + t*256; ak = e//(BM//4); am = (e % (BM//4))*4; gm, gk = m0+am, k0+ak
+                    assert (a_base + gk*p['a_sk'] + gm) % 4 == 0 or not (gm < p['m'] and gk < k_end)
+                    for q in range(4):
+                        v = 0.0
+                        if gm < p['m'] and gk < k_end: v = a[a_base + gk*p['a_sk'] + gm + q] * ainv[li,q]
+                        sa[ak*SAT+am+q] = v
                 for t in range(4 if A_VEC else 0):
                     e = li + t*256; am = e//(BK//4); ak = (e % (BK//4))*4; gm, gk = m0+am, k0+ak
                     assert (a_base + gm*p['a_sm'] + gk) % 4 == 0 or not (gm < p['m'] and gk < k_end)
@@ -49,7 +57,7 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                         v = 0.0
                         if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk + q] * ainv[li,t]
                         sa[am*SA+ak+q] = v
-                for t in range(0 if A_VEC else 16):
+                for t in range(0 if A_VEC or A_T else 16):
                     e = li + t*256
                     am = (e//BK) if akf else (e % BM); ak = (e % BK) if akf else (e // BM)
                     gm, gk = m0+am, k0+ak
@@ -95,26 +103,38 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                                 for cc in range(16):
                                     s_ = 0.0
                                     for q in range(16):
-                                        l = sa[(wr+16*fi)*SA + kk + r*SA + q]
+                                        # A_T: a column-major fragment at k*SAT + row, stride SAT
+                                        l = sa[kk*SAT + wr+16*fi + q*SAT + r] if A_T else sa[(wr+16*fi)*SA + kk + r*SA + q]
                                         rr = sb[kk*SB + wc + 16*fj + q*SB + cc]
                                         s_ += l*rr
                                     acc[wr+16*fi+r][wc+16*fj+cc] += s_
             k0 += BK
-        # epilogue as the kernel: sc[s*256 + li] = fragment (i,j) of subgroup s, element li (row li/16, col li%16)
+        # epilogue as the kernel: per round i, sc[s*512 + r*32 + col] = row r, column col of subgroup s's fragments
+        # (i, 0) and (i, 1) side by side; thread li writes rows 8h + li/32, column li%32; scales read first
+        rs = {}; cs = {}
+        for li in range(256):
+            for q in range(16):
+                gm = m0 + (q//8)*WM + 16*((q//2)%4) + 8*(q%2) + li//32
+                rs[li,q] = 1.0
+                if (p['flags'] & 16) and gm < p['m']: rs[li,q] = pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
+            for q in range(4):
+                gn = n0 + q*WN + li%32
+                cs[li,q] = 1.0
+                if B_MODE == 0 and (p['flags'] & 32) and gn < p['n']: cs[li,q] = pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
         for fi in range(4):
-            for fj in range(2):
-                sc = [None]*2048
-                for sg in range(8):
-                    wr = (sg//4)*WM; wc = (sg%4)*WN
+            sc = [None]*4096
+            for sg in range(8):
+                wr = (sg//4)*WM; wc = (sg%4)*WN
+                for fj in range(2):  # subgroupMatrixStore at sg*512 + 16 fj, stride 32
                     for r in range(16):
-                        for cc in range(16): sc[sg*256 + r*16 + cc] = acc[wr+16*fi+r][wc+16*fj+cc]
-                for li in range(256):
-                    for s in range(8):
-                        gm = m0 + (s//4)*WM + 16*fi + li//16; gn = n0 + (s%4)*WN + 16*fj + li%16
+                        for cc in range(16): sc[sg*512 + 16*fj + r*32 + cc] = acc[wr+16*fi+r][wc+16*fj+cc]
+            for li in range(256):
+                for s in range(8):
+                    for h in range(2):
+                        r = 8*h + li//32; col = li % 32
+                        gm = m0 + (s//4)*WM + 16*fi + r; gn = n0 + (s%4)*WN + col
+                        v = sc[s*512 + r*32 + col] * rs[li,(s//4)*8 + fi*2 + h] * cs[li,s%4]
                         if gm >= p['m'] or gn >= p['n']: continue
-                        v = sc[s*256+li]
-                        if p['flags'] & 16: v *= pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
-                        if B_MODE == 0 and p['flags'] & 32: v *= pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
                         if p['flags'] & 1: v += bias[p['bias_off'] + gn]
                         at = p['c_off'] + (out_bat*p['m'] + gm)*p['n'] + gn
                         if p['flags'] & 2: v += c[at]
@@ -150,17 +170,18 @@ def check(name, M, N, K, batch=1, a_t=False, b_t=False, bias=False, acc=False, s
     gx, gy = (N + 127)//128, (M + 127)//128
     av = K % 4 == 0 and a_sk == 1 and a_off % 4 == 0 and a_sm % 4 == 0 and a_sb % 4 == 0
     bv = N % 4 == 0 and b_sn == 1 and b_off % 4 == 0 and b_sk % 4 == 0 and b_sb % 4 == 0
-    print(name, "a_vec", av, "b_vec", bv, end=" ")
+    at = not av and M % 4 == 0 and a_sm == 1 and a_off % 4 == 0 and a_sk % 4 == 0 and a_sb % 4 == 0
+    print(name, "a_vec", av, "a_t", at, "b_vec", bv, end=" ")
     if split:
         chunks = (K + split - 1)//split
         part = [float('nan')]*(chunks*M*N)
         p['k_chunk'] = split; p['flags'] &= ~2; p['c_off'] = 0
-        run(p, a, b, None, biasv, part, amax, 0, (gx, gy, chunks), av, bv)
+        run(p, a, b, None, biasv, part, amax, 0, (gx, gy, chunks), av, bv, at)
         for i in range(M*N):
             s = sum(part[z*M*N + i] for z in range(chunks))
             c[1 + i] = s + (c[1+i] if acc else 0)
     else:
-        run(p, a, b, None, biasv, c, amax, 0, (gx, gy, batch), av, bv)
+        run(p, a, b, None, biasv, c, amax, 0, (gx, gy, batch), av, bv, at)
     bad = 0
     for bb in range(batch):
         for i in range(M):
@@ -180,6 +201,9 @@ check("vec 132x40x136 bias", 132, 136, 40, bias=True, a_off=4, b_off=8)
 check("vec batch 2 acc", 20, 36, 44, batch=2, acc=True, a_off=0, b_off=4)
 check("vec split-K 64", 12, 20, 200, split=64, a_off=0, b_off=0)
 check("vec A, B transposed", 30, 33, 20, b_t=True, a_off=0)
+check("A_T 132x36x140 bias, vec B", 132, 140, 36, a_t=True, bias=True, a_off=4, b_off=8)
+check("A_T batch 2 acc, B transposed", 20, 30, 44, batch=2, a_t=True, b_t=True, acc=True, a_off=0)
+check("A_T split-K 64", 12, 20, 200, a_t=True, split=64, a_off=0, b_off=0)
 random.seed(2)
 def q4(nw, kw, g):
     words = (kw + 7)//8
