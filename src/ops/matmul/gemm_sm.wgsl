@@ -191,21 +191,85 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   var c3_1 = subgroup_matrix_result<f32, 16, 16>();
 
   for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
-    workgroupBarrier();
+    // 1. The k-tile's global loads, into registers: all issued before anything waits on them, and before the barrier,
+    //    so that they overlap the other subgroups' products on the previous tile. No branches: an element outside M,
+    //    N or K loads element 0 instead and takes zero (a branch per load kept each load's latency apart).
+    var ra4: array<vec4<f32>, LOADS4>;
+    var ra1: array<f32, LOADS>;
+    var rb4: array<vec4<f32>, LOADS4>;
+    var rb1: array<f32, LOADS>;
+    var rw: array<u32, Q_LOADS>;
+    var rq: array<f32, Q_LOADS>;
     if (A_T) {
-      // vec4s along m (coalesced: A's m stride is 1), each written as a row piece of the [k][m] tile.
+      // vec4s along m (coalesced: A's m stride is 1), each a row piece of the [k][m] tile.
       for (var t = 0u; t < LOADS4; t = t + 1u) {
         let e = li + t * 256u;
-        let ak = e / (BM / 4u);
-        let am = (e % (BM / 4u)) * 4u;
-        let gm = m0 + am;
-        let gk = k0 + ak;
-        var v = vec4<f32>();
-        if (gm < p.m && gk < k_end) {
-          v = load_a4((a_base + gk * p.a_sk + gm) / 4u) * vec4<f32>(ainv[0], ainv[1], ainv[2], ainv[3]);
-        }
-        let h = vec4<f16>(v);
-        let s = ak * SAT + am;
+        let gm = m0 + (e % (BM / 4u)) * 4u;
+        let gk = k0 + e / (BM / 4u);
+        let ok = gm < p.m && gk < k_end;
+        ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gk * p.a_sk + gm) / 4u, ok)), ok);
+      }
+    } else if (A_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gm = m0 + e / (BK / 4u);
+        let gk = k0 + (e % (BK / 4u)) * 4u;
+        let ok = gm < p.m && gk < k_end;
+        ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gm * p.a_sm + gk) / 4u, ok)), ok);
+      }
+    } else {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let gm = m0 + select(e % BM, e / BK, a_kfast);
+        let gk = k0 + select(e / BM, e % BK, a_kfast);
+        let ok = gm < p.m && gk < k_end;
+        ra1[t] = select(0.0, load_a1(select(0u, a_base + gm * p.a_sm + gk * p.a_sk, ok)), ok);
+      }
+    }
+    if (B_MODE == 0u && B_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + (e % (BN / 4u)) * 4u;
+        let gk = k0 + e / (BN / 4u);
+        let ok = gn < p.n && gk < k_end;
+        rb4[t] = select(vec4<f32>(), load_b4(select(0u, (b_base + gk * p.b_sk + gn) / 4u, ok)), ok);
+      }
+    } else if (B_MODE == 0u) {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + select(e / BK, e % BN, b_nfast);
+        let gk = k0 + select(e % BK, e / BN, b_nfast);
+        let ok = gn < p.n && gk < k_end;
+        rb1[t] = select(0.0, load_b1(select(0u, b_base + gk * p.b_sk + gn * p.b_sn, ok)), ok);
+      }
+    } else if (B_MODE == 1u) {
+      // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let gn = n0 + i / (BK / 8u);
+        let gk = k0 + (i % (BK / 8u)) * 8u;
+        let ok = gn < p.n && gk < k_end;
+        rw[t] = select(0x88888888u, load_bw(select(0u, gn * p.q_words + gk / 8u, ok)), ok);
+        rq[t] = select(0.0, scales[select(0u, (gk / p.group_size) * p.q_rows + gn, ok)], ok);
+      }
+    } else {
+      // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let gr = k0 + i / (BN / 8u);
+        let gj = n0 + (i % (BN / 8u)) * 8u;
+        let ok = gr < k_end && gj < p.n;
+        rw[t] = select(0x88888888u, load_bw(select(0u, gr * p.q_words + gj / 8u, ok)), ok);
+        rq[t] = select(0.0, scales[select(0u, (gj / p.group_size) * p.q_rows + gr, ok)], ok);
+      }
+    }
+    workgroupBarrier();
+    // 2. Scaled, converted to f16 and stored into the tiles.
+    if (A_T) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let h = vec4<f16>(ra4[t] * vec4<f32>(ainv[0], ainv[1], ainv[2], ainv[3]));
+        let s = (e / (BM / 4u)) * SAT + (e % (BM / 4u)) * 4u;
         sa[s] = h.x;
         sa[s + 1u] = h.y;
         sa[s + 2u] = h.z;
@@ -214,44 +278,26 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     } else if (A_VEC) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
         let e = li + t * 256u;
-        let am = e / (BK / 4u);
-        let ak = (e % (BK / 4u)) * 4u;
-        let gm = m0 + am;
-        let gk = k0 + ak;
-        var v = vec4<f32>();
-        if (gm < p.m && gk < k_end) { v = load_a4((a_base + gm * p.a_sm + gk) / 4u) * ainv[t]; }
-        let h = vec4<f16>(v);
-        let s = am * SA + ak;
+        let h = vec4<f16>(ra4[t] * ainv[t]);
+        let s = (e / (BK / 4u)) * SA + (e % (BK / 4u)) * 4u;
         sa[s] = h.x;
         sa[s + 1u] = h.y;
         sa[s + 2u] = h.z;
         sa[s + 3u] = h.w;
       }
     } else {
-    for (var t = 0u; t < LOADS; t = t + 1u) {
-      let e = li + t * 256u;
-      let am = select(e % BM, e / BK, a_kfast);
-      let ak = select(e / BM, e % BK, a_kfast);
-      let gm = m0 + am;
-      let gk = k0 + ak;
-      var v = 0.0;
-      if (gm < p.m && gk < k_end) { v = load_a1(a_base + gm * p.a_sm + gk * p.a_sk) * ainv[t]; }
-      sa[am * SA + ak] = f16(v);
-    }
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let am = select(e % BM, e / BK, a_kfast);
+        let ak = select(e / BM, e % BK, a_kfast);
+        sa[am * SA + ak] = f16(ra1[t] * ainv[t]);
+      }
     }
     if (B_MODE == 0u && B_VEC) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
         let e = li + t * 256u;
-        let bk = e / (BN / 4u);
-        let bn = (e % (BN / 4u)) * 4u;
-        let gn = n0 + bn;
-        let gk = k0 + bk;
-        var v = vec4<f32>();
-        if (gn < p.n && gk < k_end) {
-          v = load_b4((b_base + gk * p.b_sk + gn) / 4u) * vec4<f32>(binv[0], binv[1], binv[2], binv[3]);
-        }
-        let h = vec4<f16>(v);
-        let s = bk * SB + bn;
+        let h = vec4<f16>(rb4[t] * vec4<f32>(binv[0], binv[1], binv[2], binv[3]));
+        let s = (e / (BN / 4u)) * SB + (e % (BN / 4u)) * 4u;
         sb[s] = h.x;
         sb[s + 1u] = h.y;
         sb[s + 2u] = h.z;
@@ -262,43 +308,21 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
         let e = li + t * 256u;
         let bn = select(e / BK, e % BN, b_nfast);
         let bk = select(e % BK, e / BN, b_nfast);
-        let gn = n0 + bn;
-        let gk = k0 + bk;
-        var v = 0.0;
-        if (gn < p.n && gk < k_end) { v = load_b1(b_base + gk * p.b_sk + gn * p.b_sn) * binv[t]; }
-        sb[bk * SB + bn] = f16(v);
+        sb[bk * SB + bn] = f16(rb1[t] * binv[t]);
       }
     } else if (B_MODE == 1u) {
-      // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
       for (var t = 0u; t < Q_LOADS; t = t + 1u) {
         let i = li + t * 256u;
         let bn = i / (BK / 8u);
         let wq = i % (BK / 8u);
-        let gn = n0 + bn;
-        let gk = k0 + wq * 8u;
-        var w = 0x88888888u;
-        var s = 0.0;
-        if (gn < p.n && gk < k_end) {
-          w = load_bw(gn * p.q_words + gk / 8u);
-          s = scales[(gk / p.group_size) * p.q_rows + gn];
-        }
-        for (var j = 0u; j < 8u; j = j + 1u) { sb[(wq * 8u + j) * SB + bn] = f16(dequant(w, j, s)); }
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[(wq * 8u + j) * SB + bn] = f16(dequant(rw[t], j, rq[t])); }
       }
     } else {
-      // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
       for (var t = 0u; t < Q_LOADS; t = t + 1u) {
         let i = li + t * 256u;
         let bk = i / (BN / 8u);
         let wq = i % (BN / 8u);
-        let gr = k0 + bk;
-        let gj = n0 + wq * 8u;
-        var w = 0x88888888u;
-        var s = 0.0;
-        if (gr < k_end && gj < p.n) {
-          w = load_bw(gr * p.q_words + gj / 8u);
-          s = scales[(gj / p.group_size) * p.q_rows + gr];
-        }
-        for (var j = 0u; j < 8u; j = j + 1u) { sb[bk * SB + wq * 8u + j] = f16(dequant(w, j, s)); }
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[bk * SB + wq * 8u + j] = f16(dequant(rw[t], j, rq[t])); }
       }
     }
     workgroupBarrier();
