@@ -23,7 +23,10 @@
 // @variant A_V4 {true|false} A_VEC or A_T: A is bound as vec4s
 // @variant A_TYPE {vec4<f32>|f32} the element type A is bound as: vec4<f32> exactly when A_V4
 // @variant B_VEC {true|false} the same for B along n (B_MODE 0 only)
-// @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_VEC, u32 in the q4 modes
+// @variant B_T {true|false} B column-major (k stride 1: W^T of an f32 weight, the tied head) with n stride, offset
+//   and K multiples of 4 (B_MODE 0 only): vec4s along k into an [n][k] tile, read as column-major fragments
+// @variant B_V4 {true|false} B_VEC or B_T: B is bound as vec4s
+// @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_V4, u32 in the q4 modes
 
 enable f16;
 enable chromium_experimental_subgroup_matrix;
@@ -33,6 +36,7 @@ const B_MODE: u32 = {{B_MODE}}u;
 const A_VEC: bool = {{A_VEC}};
 const A_T: bool = {{A_T}};
 const B_VEC: bool = {{B_VEC}};
+const B_T: bool = {{B_T}};
 const BM: u32 = 128u;
 const BN: u32 = 128u;
 const BK: u32 = 32u;
@@ -41,6 +45,9 @@ const SB: u32 = BN + 8u;  // row stride of sb
 const SAT: u32 = BM + 8u;  // row stride of sa as a [k][m] tile (A_T)
 const_assert BK * SAT <= BM * SA;
 const A_STRIDE: u32 = select(SA, SAT, A_T);
+const SBT: u32 = BK + 8u;  // row stride of sb as an [n][k] tile (B_T)
+const SB_SIZE: u32 = max(BK * SB, BN * SBT);
+const B_STRIDE: u32 = select(SB, SBT, B_T);
 const WM: u32 = 64u;      // a subgroup's tile
 const WN: u32 = 32u;
 const LOADS: u32 = BM * BK / 256u;  // elements of A (and of f32 B) each thread stages per k-tile
@@ -49,7 +56,7 @@ const_assert LOADS == 16u;
 const_assert Q_LOADS == 2u;
 const LOADS4: u32 = LOADS / 4u;  // the same in vec4s (A_VEC, A_T, B_VEC)
 const NA: u32 = select(LOADS, LOADS4, A_VEC || A_T);  // reciprocal row scales a thread keeps (ainv)
-const NB: u32 = select(LOADS, LOADS4, B_VEC || B_MODE != 0u);  // column scales (binv; unused in the q4 modes)
+const NB: u32 = select(LOADS, LOADS4, B_VEC || B_T || B_MODE != 0u);  // column scales (binv; unused in the q4 modes)
 
 struct Params {
   m: u32,
@@ -88,7 +95,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read> absmax: array<u32>;
 
 var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k] ([k][m], BK * SAT, with A_T)
-var<workgroup> sb: array<f16, 4352>;  // BK * SB: B's tile [k][n]
+var<workgroup> sb: array<f16, SB_SIZE>;  // B's tile [k][n] (BK * SB), or [n][k] with B_T (BN * SBT)
 var<workgroup> sc: array<f32, 4096>;  // the epilogue: two 16 x 16 fragments of each subgroup
 
 // Accessors by f32 index (load_a1, load_b1), vec4 index (load_a4, load_b4) or u32 word (load_bw): every variant
@@ -101,22 +108,27 @@ fn load_a4(i: u32) -> vec4<f32> { return a[i]; }
 fn load_a1(i: u32) -> f32 { return a[i]; }
 fn load_a4(i: u32) -> vec4<f32> { return vec4<f32>(a[4u * i], a[4u * i + 1u], a[4u * i + 2u], a[4u * i + 3u]); }
 {{/A_V4}}
-{{#B_VEC}}
+{{#B_V4}}
 fn load_b1(i: u32) -> f32 { return b[i / 4u][i % 4u]; }
 fn load_b4(i: u32) -> vec4<f32> { return b[i]; }
 fn load_bw(i: u32) -> u32 { return 0u; }
-{{/B_VEC}}
-{{^B_VEC}}
+{{/B_V4}}
+{{^B_V4}}
 fn load_b1(i: u32) -> f32 { return f32(b[i]); }
 fn load_b4(i: u32) -> vec4<f32> {
   return vec4<f32>(f32(b[4u * i]), f32(b[4u * i + 1u]), f32(b[4u * i + 2u]), f32(b[4u * i + 3u]));
 }
 fn load_bw(i: u32) -> u32 { return u32(b[i]); }
-{{/B_VEC}}
+{{/B_V4}}
 
 // The offset in sa of the fragment at row r, column k of A's tile.
 fn a_frag(r: u32, k: u32) -> u32 {
   return select(r * SA + k, k * SAT + r, A_T);
+}
+
+// The offset in sb of the fragment at row k, column c of B's tile.
+fn b_frag(k: u32, c: u32) -> u32 {
+  return select(k * SB + c, c * SBT + k, B_T);
 }
 
 fn dequant(word: u32, j: u32, scale: f32) -> f32 {
@@ -177,6 +189,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     let e = li + t * 256u;
     var gn = n0 + select(e / BK, e % BN, b_nfast);
     if (B_VEC) { gn = n0 + (li % (BN / 4u)) * 4u + t; }
+    if (B_T) { gn = n0 + (li + t * 256u) / (BK / 4u); }
     binv[t] = 1.0;
     if (B_MODE == 0u && b_scaled && gn < p.n) { binv[t] = 1.0 / pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
   }
@@ -226,7 +239,16 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
         ra1[t] = select(0.0, load_a1(select(0u, a_base + gm * p.a_sm + gk * p.a_sk, ok)), ok);
       }
     }
-    if (B_MODE == 0u && B_VEC) {
+    if (B_MODE == 0u && B_T) {
+      // vec4s along k (B's k stride is 1), each a row piece of the [n][k] tile.
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + e / (BK / 4u);
+        let gk = k0 + (e % (BK / 4u)) * 4u;
+        let ok = gn < p.n && gk < k_end;
+        rb4[t] = select(vec4<f32>(), load_b4(select(0u, (b_base + gn * p.b_sn + gk) / 4u, ok)), ok);
+      }
+    } else if (B_MODE == 0u && B_VEC) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
         let e = li + t * 256u;
         let gn = n0 + (e % (BN / 4u)) * 4u;
@@ -293,7 +315,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
         sa[am * SA + ak] = f16(ra1[t] * ainv[t]);
       }
     }
-    if (B_MODE == 0u && B_VEC) {
+    if (B_MODE == 0u && B_T) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let h = vec4<f16>(rb4[t] * binv[t]);
+        let s = (e / (BK / 4u)) * SBT + (e % (BK / 4u)) * 4u;
+        sb[s] = h.x;
+        sb[s + 1u] = h.y;
+        sb[s + 2u] = h.z;
+        sb[s + 3u] = h.w;
+      }
+    } else if (B_MODE == 0u && B_VEC) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
         let e = li + t * 256u;
         let h = vec4<f16>(rb4[t] * vec4<f32>(binv[0], binv[1], binv[2], binv[3]));
@@ -327,13 +359,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     }
     workgroupBarrier();
     for (var k = 0u; k < BK; k = k + 16u) {
-      // With A_T the tile is [k][m]: element (row r, column q) of a column-major fragment is at offset + q stride + r.
+      // With A_T (B_T) the tile is [k][m] ([n][k]): element (row r, column q) of a column-major fragment is at
+      // offset + q stride + r.
       let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 0u, k), A_T, A_STRIDE);
       let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 16u, k), A_T, A_STRIDE);
       let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_T, A_STRIDE);
       let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_T, A_STRIDE);
-      let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, k * SB + wc + 0u, false, SB);
-      let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, k * SB + wc + 16u, false, SB);
+      let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 0u), B_T, B_STRIDE);
+      let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 16u), B_T, B_STRIDE);
       c0_0 = subgroupMatrixMultiplyAccumulate(l0, r0, c0_0);
       c0_1 = subgroupMatrixMultiplyAccumulate(l0, r1, c0_1);
       c1_0 = subgroupMatrixMultiplyAccumulate(l1, r0, c1_0);

@@ -7,14 +7,14 @@
 # staging, fragments, epilogue, strides, q4 modes, split-K, bias and accumulate against a plain product.
 import random, struct, sys
 BAD = [0]  # wrong outputs over every case: the exit status
-BM=BN=128; BK=32; SA=BK+8; SB=BN+8; SAT=BM+8; WM=64; WN=32
+BM=BN=128; BK=32; SA=BK+8; SB=BN+8; SAT=BM+8; SBT=BK+8; WM=64; WN=32
 def f32bits(x): return struct.unpack('<I', struct.pack('<f', x))[0]
 def bitsf(b): return struct.unpack('<f', struct.pack('<I', b))[0]
 def pow2_of(bits):
     e = bits >> 23
     if bits == 0 or e >= 255: return 1.0
     return bitsf(min(max(e+1,1),252) << 23)
-def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False, A_T=False):
+def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False, A_T=False, B_T=False):
     gx, gy, gz = grid
     for wz in range(gz):
      for wy in range(gy):
@@ -36,12 +36,13 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                 if (p['flags'] & 16) and gm < p['m']: ainv[li,t] = 1.0/pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
                 gn = n0 + ((e % BN) if bnf else (e // BK))
                 if B_VEC: gn = n0 + (li % (BN//4))*4 + t % 4
+                if B_T: gn = n0 + (li + (t % 4)*256)//(BK//4)
                 binv[li,t] = 1.0
                 if B_MODE == 0 and (p['flags'] & 32) and gn < p['n']: binv[li,t] = 1.0/pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
         acc = [[0.0]*BN for _ in range(BM)]  # the 8 subgroups' fragments together
         k0 = k_begin
         while k0 < k_end:
-            sa = [None]*(BM*SA); sb = [None]*(BK*SB)
+            sa = [None]*(BM*SA); sb = [None]*max(BK*SB, BN*SBT)
             for li in range(256):
                 for t in range(4 if A_T else 0):
                     e = li + t*256; ak = e//(BM//4); am = (e % (BM//4))*4; gm, gk = m0+am, k0+ak
@@ -64,7 +65,15 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                     v = 0.0
                     if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk*p['a_sk']] * ainv[li,t]
                     sa[am*SA+ak] = v
-                if B_MODE == 0 and B_VEC:
+                if B_MODE == 0 and B_T:
+                    for t in range(4):
+                        e = li + t*256; bn = e//(BK//4); bk = (e % (BK//4))*4; gn, gk = n0+bn, k0+bk
+                        assert (b_base + gn*p['b_sn'] + gk) % 4 == 0 or not (gn < p['n'] and gk < k_end)
+                        for q in range(4):
+                            v = 0.0
+                            if gn < p['n'] and gk < k_end: v = b[b_base + gn*p['b_sn'] + gk + q] * binv[li,t]
+                            sb[bn*SBT+bk+q] = v
+                elif B_MODE == 0 and B_VEC:
                     for t in range(4):
                         e = li + t*256; bk = e//(BN//4); bn = (e % (BN//4))*4; gn, gk = n0+bn, k0+bk
                         for q in range(4):
@@ -105,7 +114,8 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                                     for q in range(16):
                                         # A_T: a column-major fragment at k*SAT + row, stride SAT
                                         l = sa[kk*SAT + wr+16*fi + q*SAT + r] if A_T else sa[(wr+16*fi)*SA + kk + r*SA + q]
-                                        rr = sb[kk*SB + wc + 16*fj + q*SB + cc]
+                                        # B_T: a column-major fragment at col*SBT + k, stride SBT
+                                        rr = sb[(wc+16*fj)*SBT + kk + cc*SBT + q] if B_T else sb[kk*SB + wc + 16*fj + q*SB + cc]
                                         s_ += l*rr
                                     acc[wr+16*fi+r][wc+16*fj+cc] += s_
             k0 += BK
@@ -170,18 +180,19 @@ def check(name, M, N, K, batch=1, a_t=False, b_t=False, bias=False, acc=False, s
     gx, gy = (N + 127)//128, (M + 127)//128
     av = K % 4 == 0 and a_sk == 1 and a_off % 4 == 0 and a_sm % 4 == 0 and a_sb % 4 == 0
     bv = N % 4 == 0 and b_sn == 1 and b_off % 4 == 0 and b_sk % 4 == 0 and b_sb % 4 == 0
+    bt = not bv and K % 4 == 0 and b_sk == 1 and b_off % 4 == 0 and b_sn % 4 == 0 and b_sb % 4 == 0
     at = not av and M % 4 == 0 and a_sm == 1 and a_off % 4 == 0 and a_sk % 4 == 0 and a_sb % 4 == 0
-    print(name, "a_vec", av, "a_t", at, "b_vec", bv, end=" ")
+    print(name, "a_vec", av, "a_t", at, "b_vec", bv, "b_t", bt, end=" ")
     if split:
         chunks = (K + split - 1)//split
         part = [float('nan')]*(chunks*M*N)
         p['k_chunk'] = split; p['flags'] &= ~2; p['c_off'] = 0
-        run(p, a, b, None, biasv, part, amax, 0, (gx, gy, chunks), av, bv, at)
+        run(p, a, b, None, biasv, part, amax, 0, (gx, gy, chunks), av, bv, at, bt)
         for i in range(M*N):
             s = sum(part[z*M*N + i] for z in range(chunks))
             c[1 + i] = s + (c[1+i] if acc else 0)
     else:
-        run(p, a, b, None, biasv, c, amax, 0, (gx, gy, batch), av, bv, at)
+        run(p, a, b, None, biasv, c, amax, 0, (gx, gy, batch), av, bv, at, bt)
     bad = 0
     for bb in range(batch):
         for i in range(M):
@@ -204,6 +215,9 @@ check("vec A, B transposed", 30, 33, 20, b_t=True, a_off=0)
 check("A_T 132x36x140 bias, vec B", 132, 140, 36, a_t=True, bias=True, a_off=4, b_off=8)
 check("A_T batch 2 acc, B transposed", 20, 30, 44, batch=2, a_t=True, b_t=True, acc=True, a_off=0)
 check("A_T split-K 64", 12, 20, 200, a_t=True, split=64, a_off=0, b_off=0)
+check("B_T 33x76x130 bias", 33, 130, 76, b_t=True, bias=True, a_off=4, b_off=0)
+check("A_T, B_T batch 2 acc", 132, 20, 44, batch=2, a_t=True, b_t=True, acc=True, a_off=0, b_off=4)
+check("B_T split-K 64", 12, 20, 200, b_t=True, split=64, a_off=0, b_off=0)
 random.seed(2)
 def q4(nw, kw, g):
     words = (kw + 7)//8

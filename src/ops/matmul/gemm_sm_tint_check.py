@@ -34,7 +34,7 @@ def stub(s):
     s = s.replace('subgroupMatrixMultiplyAccumulate(', 'sm_mma(').replace('subgroupMatrixStore(&sc, ', 'sm_store(')
     s = re.sub(r'//.*', '', s); assert 'subgroup' not in s, [l for l in s.split('\n') if 'subgroup' in l]
     # f32 doubles the tiles beyond llvmpipe's 32 KiB: halved (only types and uniformity are checked here).
-    s = re.sub(r'var<workgroup> (\w+): array<(f16|f32), (\d+)>', lambda m: f'var<workgroup> {m.group(1)}: array<{m.group(2)}, {int(m.group(3)) // 2}>', s)
+    s = re.sub(r'var<workgroup> (\w+): array<(f16|f32), (\w+)>', r'var<workgroup> \1: array<\2, \3 / 2u>', s)
     s = re.sub(r'\bf16\b', 'f32', s)
     return s + stubs
 JS = r"""
@@ -64,12 +64,12 @@ d = tempfile.mkdtemp()
 files = []
 for mode in range(3):
     for am in range(3):  # 0: element-wise, 1: A_VEC, 2: A_T
-        for bv in (False, True):
-            if mode and bv: continue  # the q4 forms have no vec4 B
+        for bm in range(3 if mode == 0 else 1):  # 0: element-wise, 1: B_VEC, 2: B_T (f32 B only)
             defs = dict(A_T='true' if am == 2 else 'false', A_TYPE='vec4<f32>' if am else 'f32',
                         A_V4='true' if am else 'false', A_VEC='true' if am == 1 else 'false', B_MODE=str(mode),
-                        B_TYPE='u32' if mode else ('vec4<f32>' if bv else 'f32'), B_VEC='true' if bv else 'false')
-            files.append(os.path.join(d, f'gemm_sm_mode{mode}_a{am}_bvec{int(bv)}.wgsl'))
+                        B_T='true' if bm == 2 else 'false', B_TYPE='u32' if mode else ('vec4<f32>' if bm else 'f32'),
+                        B_V4='true' if bm else 'false', B_VEC='true' if bm == 1 else 'false')
+            files.append(os.path.join(d, f'gemm_sm_mode{mode}_a{am}_b{bm}.wgsl'))
             open(files[-1], 'w').write(stub(render(src, defs)))
 open(os.path.join(d, 'check.js'), 'w').write(JS)
 env = dict(os.environ, WEBGPU=os.environ.get('WEBGPU', os.path.join(here, '../../../.deps/webgpu')))
