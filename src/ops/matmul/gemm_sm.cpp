@@ -43,7 +43,8 @@ void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle 
   if (gx > maxd || gy > maxd || batch > maxd)
     throw Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(batch) + " x " +
                 std::to_string(rows) + " x " + std::to_string(len) + " is beyond the absmax pass's grid");
-  dev.dispatch({op, &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}}, static_cast<uint32_t>(gx),
+  // Its own name, so that a profile (WGTRAIN_PROFILE=1) shows the pass apart from the GEMMs it serves.
+  dev.dispatch({"mixed absmax", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}}, static_cast<uint32_t>(gx),
                 static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
 }
 
