@@ -173,7 +173,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   // neighbouring addresses (along k where A's k stride is 1, else along m; along n where B's n stride is 1); with
   // vec4 loads, vec4s li + 256 t, t < 4, of rows of BK / 4 (A) or BN / 4 (B) vec4s. Those positions are the same in
   // every k-tile, so the reciprocal scales of their rows and columns are read once. (A vec4 of B spans 4 columns,
-  // the same 4 for every t: binv[0..3]; so does a vec4 of A with A_T: ainv[0..3].)
+  // the same 4 for every t: binv[0..3]; so does a vec4 of A with A_T: ainv[0..3]. A vec4 of A_VEC or B_T lies in
+  // one row or column: ainv[t], binv[t].)
   // Only as many as the variant uses (4 for vec4 loads), since they stay live in registers through the k-loop.
   var ainv: array<f32, NA>;
   var binv: array<f32, NB>;
