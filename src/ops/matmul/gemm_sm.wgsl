@@ -45,9 +45,10 @@ const SB: u32 = BN + 8u;  // row stride of sb
 const SAT: u32 = BM + 8u;  // row stride of sa as a [k][m] tile (A_T)
 const_assert BK * SAT <= BM * SA;
 const A_STRIDE: u32 = select(SA, SAT, A_T);
-const SBT: u32 = BK + 8u;  // row stride of sb as an [n][k] tile (B_T)
+const SBT: u32 = BK + 8u;  // row stride of sb as an [n][k] tile (B_T, and B_MODE 1, whose words run along k)
+const B_NK: bool = B_T || B_MODE == 1u;
 const SB_SIZE: u32 = max(BK * SB, BN * SBT);
-const B_STRIDE: u32 = select(SB, SBT, B_T);
+const B_STRIDE: u32 = select(SB, SBT, B_NK);
 const WM: u32 = 64u;      // a subgroup's tile
 const WN: u32 = 32u;
 const LOADS: u32 = BM * BK / 256u;  // elements of A (and of f32 B) each thread stages per k-tile
@@ -95,7 +96,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read> absmax: array<u32>;
 
 var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k] ([k][m], BK * SAT, with A_T)
-var<workgroup> sb: array<f16, SB_SIZE>;  // B's tile [k][n] (BK * SB), or [n][k] with B_T (BN * SBT)
+var<workgroup> sb: array<f16, SB_SIZE>;  // B's tile [k][n] (BK * SB), or [n][k] with B_NK (BN * SBT)
 var<workgroup> sc: array<f32, 4096>;  // the epilogue: two 16 x 16 fragments of each subgroup
 
 // Accessors by f32 index (load_a1, load_b1), vec4 index (load_a4, load_b4) or u32 word (load_bw): every variant
@@ -128,7 +129,7 @@ fn a_frag(r: u32, k: u32) -> u32 {
 
 // The offset in sb of the fragment at row k, column c of B's tile.
 fn b_frag(k: u32, c: u32) -> u32 {
-  return select(k * SB + c, c * SBT + k, B_T);
+  return select(k * SB + c, c * SBT + k, B_NK);
 }
 
 fn dequant(word: u32, j: u32, scale: f32) -> f32 {
@@ -348,7 +349,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
         let i = li + t * 256u;
         let bn = i / (BK / 8u);
         let wq = i % (BK / 8u);
-        for (var j = 0u; j < 8u; j = j + 1u) { sb[(wq * 8u + j) * SB + bn] = f16(dequant(rw[t], j, rq[t])); }
+        // A word's 8 codes run along k: 8 neighbouring halves of the [n][k] tile (a column of a [k][n] one took 8
+        // stores a row apart, 4-way bank conflicts).
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[bn * SBT + wq * 8u + j] = f16(dequant(rw[t], j, rq[t])); }
       }
     } else {
       for (var t = 0u; t < Q_LOADS; t = t + 1u) {
@@ -360,14 +363,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     }
     workgroupBarrier();
     for (var k = 0u; k < BK; k = k + 16u) {
-      // With A_T (B_T) the tile is [k][m] ([n][k]): element (row r, column q) of a column-major fragment is at
+      // With A_T (B_NK) the tile is [k][m] ([n][k]): element (row r, column q) of a column-major fragment is at
       // offset + q stride + r.
       let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 0u, k), A_T, A_STRIDE);
       let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 16u, k), A_T, A_STRIDE);
       let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_T, A_STRIDE);
       let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_T, A_STRIDE);
-      let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 0u), B_T, B_STRIDE);
-      let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 16u), B_T, B_STRIDE);
+      let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 0u), B_NK, B_STRIDE);
+      let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 16u), B_NK, B_STRIDE);
       c0_0 = subgroupMatrixMultiplyAccumulate(l0, r0, c0_0);
       c0_1 = subgroupMatrixMultiplyAccumulate(l0, r1, c0_1);
       c1_0 = subgroupMatrixMultiplyAccumulate(l1, r0, c1_0);

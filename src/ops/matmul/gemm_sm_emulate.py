@@ -94,7 +94,7 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                         gn = n0+bn; gk = k0 + wq*8; w = 0x88888888; s = 0.0
                         if gn < p['n'] and gk < k_end:
                             w = b[gn*p['q_words'] + gk//8]; s = scales[(gk//p['group_size'])*p['q_rows'] + gn]
-                        for j in range(8): sb[(wq*8+j)*SB + bn] = (((w >> (4*j)) & 15) - 8.0)*s
+                        for j in range(8): sb[bn*SBT + wq*8 + j] = (((w >> (4*j)) & 15) - 8.0)*s  # [n][k] (B_NK)
                 else:
                     for t in range(2):
                         i = li + t*256; bk = i // (BN//8); wq = i % (BN//8)
@@ -114,8 +114,8 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                                     for q in range(16):
                                         # A_T: a column-major fragment at k*SAT + row, stride SAT
                                         l = sa[kk*SAT + wr+16*fi + q*SAT + r] if A_T else sa[(wr+16*fi)*SA + kk + r*SA + q]
-                                        # B_T: a column-major fragment at col*SBT + k, stride SBT
-                                        rr = sb[(wc+16*fj)*SBT + kk + cc*SBT + q] if B_T else sb[kk*SB + wc + 16*fj + q*SB + cc]
+                                        # B_NK (B_T, q4 mode 1): a column-major fragment at col*SBT + k, stride SBT
+                                        rr = sb[(wc+16*fj)*SBT + kk + cc*SBT + q] if (B_T or B_MODE == 1) else sb[kk*SB + wc + 16*fj + q*SB + cc]
                                         s_ += l*rr
                                     acc[wr+16*fi+r][wc+16*fj+cc] += s_
             k0 += BK
