@@ -17,7 +17,6 @@ packages=(
   libicu-dev                                   # tokenizers: Unicode normalization (NFC...) and character properties
   glslc libvulkan-dev mesa-vulkan-drivers      # the native Vulkan backend: shader compiler, loader, lavapipe
   libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 # Mesa llvmpipe: Dawn's OpenGL backend without a GPU
-  binutils                                     # readelf: the ABI test lists the Dawn library's symbols
   fortunes                                     # a second training corpus (fine-tuning domain)
   ca-certificates openssl
   emscripten chromium                          # the browser build (web/) and its tests in headless Chromium

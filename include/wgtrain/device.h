@@ -52,9 +52,9 @@ struct DeviceOptions {
   // them. Off by default: it changes the numbers.
   bool cooperative_matrix = false;
   // WebGPU: request Dawn's experimental subgroup-matrix feature (matrix units, "tensor cores", from WGSL), with the
-  // toggles it needs: allow_unsafe_apis (Dawn lets a device request experimental features only with it; the adapter
-  // is requested with it too) and use_vulkan_memory_model. Off by default: experimental, and unsafe APIs are then allowed for
-  // the whole device. Where the adapter does not offer the feature (llvmpipe) the device opens without it:
+  // toggles it needs: allow_unsafe_apis (Dawn exposes experimental features only with it; an instance toggle) and
+  // use_vulkan_memory_model (an adapter toggle). Off by default: experimental, and unsafe APIs are then allowed for
+  // the whole device. (shader-f16 and subgroups need no option: requested wherever offered.) Where the adapter does not offer the feature (llvmpipe) the device opens without it:
   // features().subgroup_matrix says whether it is enabled, and kernels must fall back.
   bool subgroup_matrix = false;
 };

@@ -16,3 +16,10 @@ if [ -x .carry/wgtrain_tests ]; then
     2>&1 | quiet > "$out/tests.log"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|tests ran" "$out/tests.log" | tail -20
 fi
+# What the subgroup-matrix toggles cost or save the existing kernels (should subgroup matrices become the default?):
+# the training step, without and with --subgroup-matrix.
+for flag in "" --subgroup-matrix; do
+  echo "== bench train_step ${flag:-(default)}"
+  timeout 200 .carry/wgtrain bench $flag --only train_step --json "$out/bench${flag:+-sm}.json" 2>&1 | quiet |
+    tee "$out/bench${flag:+-sm}.log" | tail -4
+done

@@ -411,7 +411,12 @@ int run_bench(const BenchOptions& opt) {
       namespace od = ops::detail;
       auto tiling = [&](od::AttentionKernel kernel) {
         const od::AttentionTiling* t = od::attention_choice(dev.impl(), kernel, hd);
-        return t ? std::to_string(t->wg) + "x" + std::to_string(t->rows) + "x" + std::to_string(t->tile) : "rows";
+        return t ? od::attention_tiling_name(*t) : "rows";
+      };
+      // A dK/dV entry marked s writes dS and dq is dS k (one product): the dq table's entry does not run.
+      auto dkv_writes_ds = [&] {
+        const od::AttentionTiling* t = od::attention_choice(dev.impl(), od::AttentionKernel::BackwardDkv, hd);
+        return t && t->ds;
       };
       // Then every entry of the tables forced (entry i of each; a shorter table's last), for choosing their order.
       int entries = 0;
@@ -429,7 +434,9 @@ int run_bench(const BenchOptions& opt) {
           tag = force == od::kRowKernels ? " (rows)"
                                          : std::string(force == od::kTableChoice ? " (choice " : " (entry ") +
                                                tiling(od::AttentionKernel::Forward) + ", " +
-                                               tiling(od::AttentionKernel::BackwardDq) + ", " +
+                                               (dkv_writes_ds() ? std::string("dq from dS")
+                                                                : tiling(od::AttentionKernel::BackwardDq)) +
+                                               ", " +
                                                tiling(od::AttentionKernel::BackwardDkv) + ")";
         } catch (const UnsupportedError& e) {
           std::printf("attention entry %d skipped: %s\n", force, e.what());
@@ -441,12 +448,24 @@ int run_bench(const BenchOptions& opt) {
                                     [&] { ops::attention(qt, kt, vt, scale); }));
           results.push_back(measure(dev, "attention bwd" + tag, base, flops * 2 / 3, 0,
                                     [&] { ops::attention_backward(dout, qt, kt, vt, a, scale); }));
+          // Each backward kernel alone, counting the products it computes: dQ's 3 (s, dp, dq; 1 from dS, with
+          // the D pass), dK/dV's 4 (and the dS writes for an s entry).
+          const double dq_flops = dkv_writes_ds() ? flops / 6 : flops / 2;
+          for (int part : {od::kBackwardDq, od::kBackwardDkv}) {
+            od::attention_backward_parts = part;
+            const bool dq = part == od::kBackwardDq;
+            results.push_back(measure(dev, std::string(dq ? "attention bwd dq" : "attention bwd dkv") + tag, base,
+                                      dq ? dq_flops : flops * 2 / 3, 0,
+                                      [&] { ops::attention_backward(dout, qt, kt, vt, a, scale); }));
+          }
+          od::attention_backward_parts = od::kBackwardAll;
           results.push_back(measure(dev, "attention f+b" + tag, base, flops, 0, [&] {
             const ops::Attention fa = ops::attention(qt, kt, vt, scale);
             ops::attention_backward(dout, qt, kt, vt, fa, scale);
           }));
         } catch (...) {
           od::attention_force = od::kTableChoice;
+          od::attention_backward_parts = od::kBackwardAll;
           throw;
         }
       }

@@ -3,10 +3,15 @@
 #include "gpu/webgpu_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <thread>
+
+#ifndef __EMSCRIPTEN__
+#include <unistd.h>
+#endif
 
 #include "gpu/dawn.h"
 #include "gpu/device_impl.h"
@@ -122,6 +127,43 @@ std::string vulkan_unusable_for_dawn() {
     return e.what();
   }
 }
+
+// Dawn logs straight to stderr (fprintf, no callback). While it enumerates adapters it warns that it clamped a
+// driver's dynamic-buffer limits (llvmpipe: "maxDynamicUniformBuffersPerPipelineLayout artificially reduced from
+// 90 to 16"), which says nothing to a user (wgtrain binds no dynamic offsets) and would precede every CLI message.
+// This holds stderr in a temporary file for that span and passes every other line through afterwards.
+class DawnLimitWarningFilter {
+ public:
+  DawnLimitWarningFilter() {
+    std::fflush(stderr);
+    file_ = std::tmpfile();
+    if (!file_) return;
+    saved_ = dup(STDERR_FILENO);
+    if (saved_ < 0 || dup2(fileno(file_), STDERR_FILENO) < 0) restore_and_close();
+  }
+  ~DawnLimitWarningFilter() {
+    if (!file_) return;
+    std::fflush(stderr);
+    dup2(saved_, STDERR_FILENO);
+    std::rewind(file_);
+    char line[4096];
+    while (std::fgets(line, sizeof line, file_))
+      if (!std::strstr(line, "artificially reduced from")) std::fputs(line, stderr);
+    restore_and_close();
+  }
+  DawnLimitWarningFilter(const DawnLimitWarningFilter&) = delete;
+  DawnLimitWarningFilter& operator=(const DawnLimitWarningFilter&) = delete;
+
+ private:
+  void restore_and_close() {
+    if (saved_ >= 0) close(saved_);
+    saved_ = -1;
+    std::fclose(file_);
+    file_ = nullptr;
+  }
+  std::FILE* file_ = nullptr;
+  int saved_ = -1;
+};
 #endif
 
 constexpr size_t kUniformChunkBytes = 64 * 1024;
@@ -711,7 +753,8 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
   // Dawn's toggles. allow_unsafe_apis (experimental features: subgroup matrices) is an instance toggle, inherited by
   // adapters and devices; use_vulkan_memory_model (subgroup matrices on Vulkan) and vulkan_enable_f16_on_nvidia
   // (without it Dawn hides shader-f16 on NVIDIA's Vulkan driver, pending a conformance investigation) are adapter
-  // toggles. Each descriptor lists only toggles of its stage or earlier; the device's repeats them for clarity.
+  // toggles. A descriptor may also set toggles of earlier stages (Dawn then overrides what was inherited), so the
+  // adapter's list is chained to the device too, as the H200 probe did (bench/subgroup_matrix/probe.c).
   std::vector<const char*> instance_toggles, adapter_toggles = {kToggleVulkanEnableF16OnNvidia};
   if (options.subgroup_matrix) {
     instance_toggles.push_back(kToggleAllowUnsafeApis);
@@ -783,8 +826,13 @@ std::unique_ptr<GpuBackend> open_webgpu(const DeviceOptions& options) {
       r->done = true;
     };
     ci.userdata1 = &req;
-    api.InstanceRequestAdapter(impl->instance, &ro, ci);
-    while (!req.done) api.InstanceProcessEvents(impl->instance);
+    {
+#ifndef __EMSCRIPTEN__
+      DawnLimitWarningFilter quiet;
+#endif
+      api.InstanceRequestAdapter(impl->instance, &ro, ci);
+      while (!req.done) api.InstanceProcessEvents(impl->instance);
+    }
     if (req.status != WGPURequestAdapterStatus_Success || !req.adapter) {
       tried += std::string(tried.empty() ? "" : "; ") + backend_label(c.backend) + ": " +
                (req.message.empty() ? "no adapter" : req.message);

@@ -21,6 +21,8 @@ using namespace detail;
 namespace detail {
 
 int attention_force = kTableChoice;
+int attention_backward_parts = kBackwardAll;
+int64_t attention_max_ds_bytes = int64_t{1} << 30;  // 168 MB at B 16, T 512, H 10
 
 namespace {
 
@@ -29,27 +31,55 @@ namespace {
 // the row kernels. The order is a guess to be settled by measurement on the H200 (bench --only attention times
 // every entry): the first ones need 38 to 45 KiB of workgroup storage at hd 64 (NVIDIA's Vulkan offers 48 KiB);
 // the second ones give each invocation twice the scores and output columns (fewer invocations, fewer loads per
-// FMA); the last ones fit WebGPU's default 16 KiB at hd 64 with 32 invocations.
+// FMA); the last ones fit WebGPU's default 16 KiB at hd 64 with 32 invocations. The backward's entries past the
+// first five (added after the H200's run m1, not yet measured) sum the scores as scalars (a quarter of their
+// registers) and give 8 own rows to an invocation (half the tile loads per FMA): 128x32x32d is the first entry
+// with scalar scores alone; 64x32x32r8d the same tiles with 8 rows an invocation; 32x32x32r8d (dq) and
+// 32x32x16r8d twice the columns an invocation again (the last fits llvmpipe's 32 KiB at hd 64). dq lists 32x16x8
+// twice so that entry i (forced together in the tests and the benchmark) is the same kind in both backward tables.
+// The dK/dV entries marked `s` (the first and the four `d` entries again) write dS to a scratch buffer (up to
+// attention_max_ds_bytes) for a dq that is one product instead of three: 5 products in the backward instead of 7.
 constexpr AttentionTiling kForwardTiles[] = {{256, 64, 32}, {128, 64, 32}, {128, 32, 32}, {64, 16, 16}, {32, 16, 8}};
-constexpr AttentionTiling kDqTiles[] = {{128, 32, 32}, {64, 32, 32}, {64, 16, 16}, {32, 16, 8}};
-constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32}, {64, 32, 32}, {64, 32, 16}, {64, 16, 16}, {32, 16, 8}};
+constexpr AttentionTiling kDqTiles[] = {{128, 32, 32},          {64, 32, 32},          {64, 16, 16},
+                                        {32, 16, 8},            {32, 16, 8},           {128, 32, 32, 4, true},
+                                        {64, 32, 32, 8, true},  {32, 32, 32, 8, true}, {32, 32, 16, 8, true}};
+constexpr AttentionTiling kDkvTiles[] = {{128, 32, 32},          {64, 32, 32},         {64, 32, 16},
+                                         {64, 16, 16},           {32, 16, 8},          {128, 32, 32, 4, true},
+                                         {64, 32, 32, 8, true},  {64, 32, 16, 8, true}, {32, 32, 16, 8, true},
+                                         {128, 32, 32, 4, false, true}, {128, 32, 32, 4, true, true},
+                                         {64, 32, 32, 8, true, true},   {64, 32, 16, 8, true, true},
+                                         {32, 32, 16, 8, true, true}};
 constexpr int64_t kMaxTiledHd4 = 32;  // head dim 128
+// backward_dq_ds.wgsl's fixed tiling (WG, BM, BN).
+constexpr AttentionTiling kDqDsTiling = {128, 32, 32};
 
-// Invocations per row of the own rows (4 rows each): the tiling's TX, or 0 where it is malformed.
+int64_t dq_ds_storage(int64_t hd4) {
+  return kDqDsTiling.tile * (hd4 + 1) * 16 + kDqDsTiling.rows * (kDqDsTiling.tile + 1) * 4;
+}
+
+// Invocations per row of the own rows (t.r rows each): the tiling's TX, or 0 where it is malformed.
 int64_t tiling_tx(const AttentionTiling& t) {
-  if (t.rows % 4 || t.wg % (t.rows / 4)) return 0;
-  const int64_t tx = t.wg / (t.rows / 4);
-  return t.tile % tx ? 0 : tx;
+  if ((t.r != 4 && t.r != 8) || t.rows % t.r || t.wg % (t.rows / t.r)) return 0;
+  const int64_t tx = t.wg / (t.rows / t.r);
+  return t.tile % tx || t.tile % 4 ? 0 : tx;
 }
 
 bool fits(const wgtrain::detail::DeviceImpl& dev, AttentionKernel kernel, const AttentionTiling& t, int64_t hd4) {
   return hd4 <= kMaxTiledHd4 && tiling_tx(t) > 0 &&
+         (kernel != AttentionKernel::Forward || (t.r == 4 && !t.dot)) &&
+         (!t.ds || (kernel == AttentionKernel::BackwardDkv && dev.limits.max_storage_buffers_per_stage >= 9 &&
+                    dq_ds_storage(hd4) <= static_cast<int64_t>(dev.limits.max_workgroup_storage))) &&
          static_cast<uint32_t>(t.wg) <= dev.limits.max_invocations_per_workgroup &&
          static_cast<uint32_t>(t.wg) <= dev.limits.max_workgroup_size_x &&
          attention_tiled_storage(kernel, t, hd4) <= static_cast<int64_t>(dev.limits.max_workgroup_storage);
 }
 
 }  // namespace
+
+std::string attention_tiling_name(const AttentionTiling& t) {
+  return std::to_string(t.wg) + "x" + std::to_string(t.rows) + "x" + std::to_string(t.tile) +
+         (t.r != 4 ? "r" + std::to_string(t.r) : "") + (t.dot ? "d" : "") + (t.ds ? "s" : "");
+}
 
 const AttentionTiling* attention_tilings(AttentionKernel kernel, int* count) {
   switch (kernel) {
@@ -89,8 +119,8 @@ const AttentionTiling* attention_choice(const wgtrain::detail::DeviceImpl& dev, 
   if (attention_force >= 0) {
     const AttentionTiling& t = table[std::min(attention_force, count - 1)];
     if (!fits(dev, kernel, t, hd4))
-      throw UnsupportedError("attention: the forced tiled variant " + std::to_string(t.wg) + "x" +
-                             std::to_string(t.rows) + "x" + std::to_string(t.tile) + " does not fit head dim " +
+      throw UnsupportedError("attention: the forced tiled variant " + attention_tiling_name(t) +
+                             " does not fit head dim " +
                              std::to_string(hd) + " on this device");
     return &t;
   }
@@ -272,40 +302,87 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
 
   const AttentionTiling* dq_tiled = attention_choice(dev, AttentionKernel::BackwardDq, d.hd);
   const AttentionTiling* dkv_tiled = attention_choice(dev, AttentionKernel::BackwardDkv, d.hd);
-  const int64_t q_rows = dq_tiled ? dq_tiled->rows : kRows, q_blocks = (d.T + q_rows - 1) / q_rows;
+  // The `s` entries' dS scratch, [B, H, L, T]: where it would be too large, the first entry without it.
+  const int64_t ds_bytes = d.B * d.H * d.L * d.T * 4;
+  const int64_t ds_limit = std::min({attention_max_ds_bytes, static_cast<int64_t>(dev.limits.max_storage_binding_size),
+                                     static_cast<int64_t>(dev.limits.max_buffer_size)});
+  if (dkv_tiled && dkv_tiled->ds && ds_bytes > ds_limit) {
+    if (attention_force >= 0)
+      throw UnsupportedError("attention: the forced variant " + attention_tiling_name(*dkv_tiled) + " writes dS, " +
+                             std::to_string(ds_bytes) + " bytes here, past the " + std::to_string(ds_limit) +
+                             " it may take");
+    int n = 0;
+    const AttentionTiling* table = attention_tilings(AttentionKernel::BackwardDkv, &n);
+    dkv_tiled = nullptr;
+    for (int i = 0; i < n && !dkv_tiled; ++i)
+      if (!table[i].ds && fits(dev, AttentionKernel::BackwardDkv, table[i], hd4)) dkv_tiled = &table[i];
+  }
+  const bool ds = dkv_tiled && dkv_tiled->ds;
+  const int64_t q_rows = ds ? kDqDsTiling.rows : dq_tiled ? dq_tiled->rows : kRows;
+  const int64_t q_blocks = (d.T + q_rows - 1) / q_rows;
   AttentionParams p = params_of(d, q_blocks, q, k, v, scale);
   fill_view(p.g, g);
-  const auto& dq_pipe = dq_tiled ? dev.pipeline("attention/backward_dq_tiled", {{"BM", std::to_string(dq_tiled->rows)},
-                                                                                {"BN", std::to_string(dq_tiled->tile)},
-                                                                                {"HD4", hd4_s},
-                                                                                {"VEC4", vec4_s},
-                                                                                {"WG", std::to_string(dq_tiled->wg)}})
-                                 : dev.pipeline("attention/backward_dq", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
-                                                                          {"HD4", hd4_s},
-                                                                          {"VEC4", vec4_s}});
   const auto [qx, qy] = dev.grid(static_cast<uint64_t>(d.B * d.H * q_blocks));
-  dev.dispatch({"attention_backward (dq)", &dq_pipe, &p, sizeof p,
-                {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
-                 {o.storage()->buffer}, {lse.storage()->buffer}, {r.dq.storage()->buffer},
-                 {delta.storage()->buffer}},
-                qx, qy, 1});
+  Tensor ds_scratch;
+  if (ds) {  // D alone first (the dK/dV kernel reads it); dq after dK/dV, below
+    ds_scratch = new_tensor(dev, {d.B, d.H, d.L, d.T}, DType::F32);
+    const auto& pipe = dev.pipeline("attention/backward_delta", {{"HD4", hd4_s}, {"VEC4", vec4_s}});
+    const auto [dx, dy] = dev.grid(static_cast<uint64_t>((d.B * d.T * d.H + 63) / 64));
+    if (attention_backward_parts & kBackwardDq)
+      dev.dispatch({"attention_backward (D)", &pipe, &p, sizeof p,
+                    {{g.storage()->buffer}, {o.storage()->buffer}, {delta.storage()->buffer}}, dx, dy, 1});
+  } else if (attention_backward_parts & kBackwardDq) {
+    const auto& dq_pipe =
+        dq_tiled ? dev.pipeline("attention/backward_dq_tiled", {{"BM", std::to_string(dq_tiled->rows)},
+                                                                {"BN", std::to_string(dq_tiled->tile)},
+                                                                {"DOT", dq_tiled->dot ? "true" : "false"},
+                                                                {"HD4", hd4_s},
+                                                                {"R", std::to_string(dq_tiled->r)},
+                                                                {"VEC4", vec4_s},
+                                                                {"WG", std::to_string(dq_tiled->wg)}})
+                 : dev.pipeline("attention/backward_dq", {{"BK", std::to_string(tile_rows(dev, hd4, 0))},
+                                                          {"HD4", hd4_s},
+                                                          {"VEC4", vec4_s}});
+    dev.dispatch({"attention_backward (dq)", &dq_pipe, &p, sizeof p,
+                  {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
+                   {o.storage()->buffer}, {lse.storage()->buffer}, {r.dq.storage()->buffer},
+                   {delta.storage()->buffer}},
+                  qx, qy, 1});
+  }
 
   const int64_t k_rows = dkv_tiled ? dkv_tiled->rows : kRows, k_blocks = (d.L + k_rows - 1) / k_rows;
   p.blocks = u32(k_blocks, "blocks");
   const auto [kx, ky] = dev.grid(static_cast<uint64_t>(d.B * d.KV * k_blocks));
   if (dkv_tiled) {  // dK and dV in one pass
-    const auto& pipe = dev.pipeline("attention/backward_dkv_tiled", {{"BK", std::to_string(dkv_tiled->rows)},
-                                                                     {"BQ", std::to_string(dkv_tiled->tile)},
-                                                                     {"HD4", hd4_s},
-                                                                     {"VEC4", vec4_s},
-                                                                     {"WG", std::to_string(dkv_tiled->wg)}});
-    dev.dispatch({"attention_backward (dk, dv)", &pipe, &p, sizeof p,
-                  {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
-                   {lse.storage()->buffer}, {delta.storage()->buffer}, {r.dk.storage()->buffer},
-                   {r.dv.storage()->buffer}},
-                  kx, ky, 1});
+    if (attention_backward_parts & kBackwardDkv) {
+      const auto& pipe = dev.pipeline("attention/backward_dkv_tiled", {{"BK", std::to_string(dkv_tiled->rows)},
+                                                                       {"BQ", std::to_string(dkv_tiled->tile)},
+                                                                       {"DOT", dkv_tiled->dot ? "true" : "false"},
+                                                                       {"DS", ds ? "true" : "false"},
+                                                                       {"HD4", hd4_s},
+                                                                       {"R", std::to_string(dkv_tiled->r)},
+                                                                       {"VEC4", vec4_s},
+                                                                       {"WG", std::to_string(dkv_tiled->wg)}});
+      std::vector<wgtrain::detail::Binding> buffers = {
+          {q.storage()->buffer},     {k.storage()->buffer},   {v.storage()->buffer},
+          {g.storage()->buffer},     {lse.storage()->buffer}, {delta.storage()->buffer},
+          {r.dk.storage()->buffer},  {r.dv.storage()->buffer}};
+      if (ds) buffers.push_back({ds_scratch.storage()->buffer});
+      dev.dispatch({"attention_backward (dk, dv)", &pipe, &p, sizeof p, buffers, kx, ky, 1});
+    }
+    if (ds && (attention_backward_parts & kBackwardDq)) {  // dq = scale dS k
+      p.blocks = u32(q_blocks, "blocks");
+      const auto& pipe = dev.pipeline("attention/backward_dq_ds", {{"BM", std::to_string(kDqDsTiling.rows)},
+                                                                   {"BN", std::to_string(kDqDsTiling.tile)},
+                                                                   {"HD4", hd4_s},
+                                                                   {"VEC4", vec4_s},
+                                                                   {"WG", std::to_string(kDqDsTiling.wg)}});
+      dev.dispatch({"attention_backward (dq from dS)", &pipe, &p, sizeof p,
+                    {{k.storage()->buffer}, {ds_scratch.storage()->buffer}, {r.dq.storage()->buffer}}, qx, qy, 1});
+    }
     return r;
   }
+  if (!(attention_backward_parts & kBackwardDkv)) return r;
   const std::string bq = std::to_string(tile_rows(dev, hd4, 8));
   for (bool dk : {false, true}) {
     const auto& pipe = dev.pipeline("attention/backward_dkv",

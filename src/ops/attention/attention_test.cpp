@@ -234,12 +234,46 @@ TEST(Attention, BackwardIsTheSameOnEveryRun) {
   const Case c{2, 70, 70, 4, 2, 32, false};
   const Inputs in = make_inputs(c);
   const Tensor dout = upload(random_host({c.B, c.T, c.H * c.hd}));
-  const ops::Attention a = ops::attention(in.q, in.k, in.v, 0.3);
-  const ops::AttentionGrads g1 = ops::attention_backward(dout, in.q, in.k, in.v, a, 0.3);
-  const ops::AttentionGrads g2 = ops::attention_backward(dout, in.q, in.k, in.v, a, 0.3);
-  EXPECT_EQ(g1.dq.to_host_f32(), g2.dq.to_host_f32());
-  EXPECT_EQ(g1.dk.to_host_f32(), g2.dk.to_host_f32());
-  EXPECT_EQ(g1.dv.to_host_f32(), g2.dv.to_host_f32());
+  // The table's choice, and the dK/dV table's last entry: one that writes dS for the dq kernel.
+  int n = 0;
+  const ops::detail::AttentionTiling* dkv =
+      ops::detail::attention_tilings(ops::detail::AttentionKernel::BackwardDkv, &n);
+  ASSERT_TRUE(dkv[n - 1].ds);
+  for (int force : {ops::detail::kTableChoice, n - 1}) {
+    SCOPED_TRACE("variant " + std::to_string(force));
+    ForceVariant fv(force);
+    if (!forced_fits(in.q, c.hd)) continue;
+    const ops::Attention a = ops::attention(in.q, in.k, in.v, 0.3);
+    const ops::AttentionGrads g1 = ops::attention_backward(dout, in.q, in.k, in.v, a, 0.3);
+    const ops::AttentionGrads g2 = ops::attention_backward(dout, in.q, in.k, in.v, a, 0.3);
+    EXPECT_EQ(g1.dq.to_host_f32(), g2.dq.to_host_f32());
+    EXPECT_EQ(g1.dk.to_host_f32(), g2.dk.to_host_f32());
+    EXPECT_EQ(g1.dv.to_host_f32(), g2.dv.to_host_f32());
+  }
+}
+
+// Where the dS scratch would pass its limit, a forced ds entry throws before any work, and the table's choice still
+// runs and matches the reference (the fallback to an entry without ds, for a table that lists one first, is not
+// reached: no table does).
+TEST(Attention, DsScratchPastItsLimit) {
+  const Case c{1, 9, 9, 2, 1, 8, false};
+  const Inputs in = make_inputs(c);
+  const ref::HostTensor dout = random_host({c.B, c.T, c.H * c.hd});
+  const ops::Attention a = ops::attention(in.q, in.k, in.v, 0.5);
+  int n = 0;
+  ops::detail::attention_tilings(ops::detail::AttentionKernel::BackwardDkv, &n);
+  const int64_t saved = ops::detail::attention_max_ds_bytes;
+  ops::detail::attention_max_ds_bytes = c.B * c.H * c.T * c.T * 4 - 1;  // one byte short
+  {
+    ForceVariant fv(n - 1);  // the last entry writes dS (BackwardIsTheSameOnEveryRun checks)
+    EXPECT_THROW(ops::attention_backward(upload(dout), in.q, in.k, in.v, a, 0.5), UnsupportedError);
+  }
+  const ops::AttentionGrads g = ops::attention_backward(upload(dout), in.q, in.k, in.v, a, 0.5);
+  ops::detail::attention_max_ds_bytes = saved;
+  const ref::AttentionGradRef gw = ref::attention_backward(dout, in.hq, in.hk, in.hv, 0.5);
+  EXPECT_TRUE(all_close(g.dq, gw.dq, 1e-5, 1e-5)) << "dq";
+  EXPECT_TRUE(all_close(g.dk, gw.dk, 1e-5, 1e-5)) << "dk";
+  EXPECT_TRUE(all_close(g.dv, gw.dv, 1e-5, 1e-5)) << "dv";
 }
 
 TEST(Attention, RejectsBadShapesBeforeAnyWork) {

@@ -14,10 +14,19 @@ namespace wgtrain::ops::detail {
 enum class AttentionKernel { Forward, BackwardDq, BackwardDkv };
 
 // One tiled variant: WG invocations; `rows` of the workgroup's own (queries for the forward and dq, keys for dk/dv),
-// 4 per invocation; `tile` rows of the other side staged through workgroup memory per step.
+// `r` per invocation; `tile` rows of the other side staged through workgroup memory per step; `dot`: scores summed
+// as scalars rather than vec4s; `ds` (dK/dV only): the dK/dV kernel also writes dS to a [B, H, L, T] scratch buffer
+// and dq is dS k (backward_dq_ds.wgsl, after backward_delta.wgsl's D), the dq table's entry unused. The forward
+// takes r = 4 and dot false only.
 struct AttentionTiling {
   int wg, rows, tile;
+  int r = 4;
+  bool dot = false;
+  bool ds = false;
 };
+
+// "WGxROWSxTILE", then "r8" where r is not 4, "d" with dot, "s" with ds: the benchmark's and the errors' name.
+std::string attention_tiling_name(const AttentionTiling& t);
 
 // The ordered table for a kernel (the first entry that fits is used) and its length.
 const AttentionTiling* attention_tilings(AttentionKernel kernel, int* count);
@@ -29,6 +38,15 @@ int64_t attention_tiled_storage(AttentionKernel kernel, const AttentionTiling& t
 // i >= 0 forces entry i of each kernel's table (an error if it does not fit the device or the shape).
 constexpr int kTableChoice = -2, kRowKernels = -1;
 extern int attention_force;
+
+// For the benchmark: which of attention_backward's dispatches run (kBackwardDq: dQ and D; kBackwardDkv: dK and dV,
+// reading whatever D holds), to time each kernel alone. Both (the default) for anything that uses the results.
+constexpr int kBackwardDq = 1, kBackwardDkv = 2, kBackwardAll = 3;
+extern int attention_backward_parts;
+
+// The most bytes the `ds` entries' dS scratch may take (1 GiB; the device's binding size too): past it the first
+// entry without ds runs, and a forced ds entry throws UnsupportedError. A variable for the tests.
+extern int64_t attention_max_ds_bytes;
 
 // The tiling the op runs for this kernel on this device at head dim hd (honouring attention_force), or nullptr for
 // the row kernel.

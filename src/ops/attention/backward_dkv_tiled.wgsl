@@ -2,15 +2,18 @@
 // backward_dq.wgsl) has written D. A workgroup takes BK keys of one (batch, KV head), their k and v rows in
 // workgroup memory, and loops over the query heads the KV head serves (H / KV with GQA) and their queries that see
 // the block, in tiles of BQ rows (scaled q, dO, lse, D) staged through workgroup memory. Invocation (ty, tx) owns
-// keys 4 ty .. 4 ty + 3, the tile's queries tx + TX i, and the dk and dv vec4 columns tx + TX c. Per tile:
+// keys R ty .. R ty + R - 1, the tile's queries tx + TX i, and the dk and dv vec4 columns tx + TX c. Per tile:
 //   p = exp(scale q.k - lse), dp = dO . v, ds = p (dp - D)       (registers, then p and ds into workgroup memory)
 //   dv += p dO, dk += ds scale q                                 (each invocation its keys' columns, whole tile)
 // Writes dk and dv (dense [B, L, KV, hd]). Each key's sums run over the queries in one fixed order in one
 // invocation: no atomics, the same result on every run. attention.cpp's kDkvTiles lists the (WG, BK, BQ) it tries.
 //
 // @variant WG {256|128|64|32} invocations per workgroup
-// @variant BK {64|32|16} keys per workgroup (4 per invocation)
-// @variant BQ {64|32|16|8} queries per workgroup-memory tile (a multiple of TX = WG / (BK / 4))
+// @variant BK {64|32|16} keys per workgroup (R per invocation)
+// @variant BQ {64|32|16|8} queries per workgroup-memory tile (a multiple of TX = WG / (BK / R))
+// @variant R {4|8} keys per invocation: 8 halves the tile loads per FMA, with twice the accumulators
+// @variant DOT {true|false} scores summed as scalars, not as vec4s summed at the end: a quarter of their registers
+// @variant DS {true|false} also write dS ([B, H, L, T]) for backward_dq_ds.wgsl, which then needs no scores
 // @variant HD4 {*} vec4s per head row: ceil(head_dim / 4), 1 to 32
 // @variant VEC4 {true|false} q, k, v, dO, dk and dv as vec4 arrays (head_dim and every row start multiples of 4)
 
@@ -18,11 +21,26 @@ const WG: u32 = {{WG}}u;
 const BK: u32 = {{BK}}u;
 const BQ: u32 = {{BQ}}u;
 const HD4: u32 = {{HD4}}u;
-const TY: u32 = BK / 4u;
+const R: u32 = {{R}}u;
+const TY: u32 = BK / R;
 const TX: u32 = WG / TY;
 const SQ: u32 = BQ / TX;                 // queries of a tile per invocation
 const OC: u32 = (HD4 + TX - 1u) / TX;    // dk and dv vec4 columns per invocation
 const QS: u32 = HD4 + 1u;                // row stride of the query tiles: one vec4 of padding spreads the banks
+
+// A score's accumulator: a vec4 of partial sums (summed at the end) or, with DOT, the sum itself.
+{{#DOT}}
+alias SA = f32;
+fn mac(a: vec4<f32>, b: vec4<f32>, acc: f32) -> f32 {
+  return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
+}
+fn total(acc: f32) -> f32 { return acc; }
+{{/DOT}}
+{{^DOT}}
+alias SA = vec4<f32>;
+fn mac(a: vec4<f32>, b: vec4<f32>, acc: vec4<f32>) -> vec4<f32> { return fma(a, b, acc); }
+fn total(acc: vec4<f32>) -> f32 { return hsum(acc); }
+{{/DOT}}
 
 {{>attention/params}}
 
@@ -40,6 +58,9 @@ fn col(c: u32) -> u32 {
 @group(0) @binding(6) var<storage, read> delta: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dk: array<E>;
 @group(0) @binding(8) var<storage, read_write> dv: array<E>;
+{{#DS}}
+@group(0) @binding(9) var<storage, read_write> dsbuf: array<f32>;
+{{/DS}}
 
 {{#VEC4}}
 fn load_g(e: u32, c: u32) -> vec4<f32> { return gbuf[e / 4u + c]; }
@@ -70,8 +91,8 @@ var<workgroup> kts: array<vec4<f32>, BK * HD4>;
 var<workgroup> vts: array<vec4<f32>, BK * HD4>;
 var<workgroup> qs: array<vec4<f32>, BQ * QS>;   // scale * q
 var<workgroup> gs: array<vec4<f32>, BQ * QS>;   // dO
-var<workgroup> pss: array<f32, BK * BQ>;
-var<workgroup> dss: array<f32, BK * BQ>;
+var<workgroup> pss: array<vec4<f32>, BK * BQ / 4u>;  // p and ds, read as vec4s: a quarter of the loads
+var<workgroup> dss: array<vec4<f32>, BK * BQ / 4u>;
 var<workgroup> lse_s: array<f32, BQ>;
 var<workgroup> d_s: array<f32, BQ>;
 
@@ -99,9 +120,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     kts[i] = load_k(kb + key * p.k_st, i % HD4);
     vts[i] = load_v(vb + key * p.v_st, i % HD4);
   }
-  var acc_k: array<vec4<f32>, 4 * OC>;
-  var acc_v: array<vec4<f32>, 4 * OC>;
-  for (var x = 0u; x < 4u * OC; x = x + 1u) {
+  var acc_k: array<vec4<f32>, R * OC>;
+  var acc_v: array<vec4<f32>, R * OC>;
+  for (var x = 0u; x < R * OC; x = x + 1u) {
     acc_k[x] = vec4<f32>(0.0);
     acc_v[x] = vec4<f32>(0.0);
   }
@@ -133,59 +154,74 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         d_s[i] = delta[rows + t];
       }
       workgroupBarrier();
-      var acc_s: array<vec4<f32>, 4 * SQ>;
-      var acc_p: array<vec4<f32>, 4 * SQ>;
-      for (var x = 0u; x < 4u * SQ; x = x + 1u) {
-        acc_s[x] = vec4<f32>(0.0);
-        acc_p[x] = vec4<f32>(0.0);
+      var acc_s: array<SA, R * SQ>;
+      var acc_p: array<SA, R * SQ>;
+      for (var x = 0u; x < R * SQ; x = x + 1u) {
+        acc_s[x] = SA(0.0);
+        acc_p[x] = SA(0.0);
       }
       for (var c = 0u; c < HD4; c = c + 1u) {
-        var kv: array<vec4<f32>, 4>;
-        var vv: array<vec4<f32>, 4>;
-        for (var r = 0u; r < 4u; r = r + 1u) {
-          kv[r] = kts[(4u * ty + r) * HD4 + c];
-          vv[r] = vts[(4u * ty + r) * HD4 + c];
+        var kv: array<vec4<f32>, R>;
+        var vv: array<vec4<f32>, R>;
+        for (var r = 0u; r < R; r = r + 1u) {
+          kv[r] = kts[(R * ty + r) * HD4 + c];
+          vv[r] = vts[(R * ty + r) * HD4 + c];
         }
         for (var i = 0u; i < SQ; i = i + 1u) {
           let qv = qs[(tx + TX * i) * QS + c];
           let gv = gs[(tx + TX * i) * QS + c];
-          for (var r = 0u; r < 4u; r = r + 1u) {
-            acc_s[r * SQ + i] = fma(kv[r], qv, acc_s[r * SQ + i]);
-            acc_p[r * SQ + i] = fma(vv[r], gv, acc_p[r * SQ + i]);
+          for (var r = 0u; r < R; r = r + 1u) {
+            acc_s[r * SQ + i] = mac(kv[r], qv, acc_s[r * SQ + i]);
+            acc_p[r * SQ + i] = mac(vv[r], gv, acc_p[r * SQ + i]);
           }
         }
       }
-      for (var r = 0u; r < 4u; r = r + 1u) {
-        let j = j0 + 4u * ty + r;
+      for (var r = 0u; r < R; r = r + 1u) {
+        let j = j0 + R * ty + r;
         for (var i = 0u; i < SQ; i = i + 1u) {
           let q = tx + TX * i;
           let t = t0 + q;
-          let pv = select(0.0, exp(hsum(acc_s[r * SQ + i]) - lse_s[q]), t < p.time && p.offset + t >= j);
-          pss[(4u * ty + r) * BQ + q] = pv;
-          dss[(4u * ty + r) * BQ + q] = pv * (hsum(acc_p[r * SQ + i]) - d_s[q]);
+          let pv = select(0.0, exp(total(acc_s[r * SQ + i]) - lse_s[q]), t < p.time && p.offset + t >= j);
+          pss[(R * ty + r) * (BQ / 4u) + q / 4u][q % 4u] = pv;
+          dss[(R * ty + r) * (BQ / 4u) + q / 4u][q % 4u] = pv * (total(acc_p[r * SQ + i]) - d_s[q]);
         }
       }
       workgroupBarrier();
-      for (var q = 0u; q < BQ; q = q + 1u) {
-        var pr: array<f32, 4>;
-        var dr: array<f32, 4>;
-        for (var r = 0u; r < 4u; r = r + 1u) {
-          pr[r] = pss[(4u * ty + r) * BQ + q];
-          dr[r] = dss[(4u * ty + r) * BQ + q];
+{{#DS}}
+      // dS for the dq kernel: consecutive invocations take consecutive queries of a key (consecutive addresses).
+      for (var i = tid; i < BK * BQ; i = i + WG) {
+        let key = i / BQ;
+        let q = i % BQ;
+        let t = t0 + q;
+        let j = j0 + key;
+        if (t < p.time && j < p.keys) {
+          dsbuf[((b * p.heads + h) * p.keys + j) * p.time + t] = dss[key * (BQ / 4u) + q / 4u][q % 4u];
         }
-        for (var i = 0u; i < OC; i = i + 1u) {
-          let gv = gs[q * QS + col(tx + TX * i)];
-          let qv = qs[q * QS + col(tx + TX * i)];
-          for (var r = 0u; r < 4u; r = r + 1u) {
-            acc_v[r * OC + i] = fma(vec4<f32>(pr[r]), gv, acc_v[r * OC + i]);
-            acc_k[r * OC + i] = fma(vec4<f32>(dr[r]), qv, acc_k[r * OC + i]);
+      }
+{{/DS}}
+      for (var q4 = 0u; q4 < BQ / 4u; q4 = q4 + 1u) {
+        var pr: array<vec4<f32>, R>;
+        var dr: array<vec4<f32>, R>;
+        for (var r = 0u; r < R; r = r + 1u) {
+          pr[r] = pss[(R * ty + r) * (BQ / 4u) + q4];
+          dr[r] = dss[(R * ty + r) * (BQ / 4u) + q4];
+        }
+        for (var qq = 0u; qq < 4u; qq = qq + 1u) {
+          let q = 4u * q4 + qq;
+          for (var i = 0u; i < OC; i = i + 1u) {
+            let gv = gs[q * QS + col(tx + TX * i)];
+            let qv = qs[q * QS + col(tx + TX * i)];
+            for (var r = 0u; r < R; r = r + 1u) {
+              acc_v[r * OC + i] = fma(vec4<f32>(pr[r][qq]), gv, acc_v[r * OC + i]);
+              acc_k[r * OC + i] = fma(vec4<f32>(dr[r][qq]), qv, acc_k[r * OC + i]);
+            }
           }
         }
       }
     }
   }
-  for (var r = 0u; r < 4u; r = r + 1u) {
-    let j = j0 + 4u * ty + r;
+  for (var r = 0u; r < R; r = r + 1u) {
+    let j = j0 + R * ty + r;
     if (j < p.keys) {
       let re = ((b * p.keys + j) * p.kv_heads + g) * p.head_dim;
       for (var i = 0u; i < OC; i = i + 1u) {

@@ -1,6 +1,6 @@
 // Fused causal attention, backward, step 1, tiled: dQ, and D = rowsum(dO * O) for step 2. Laid out as
 // forward_tiled.wgsl: BM queries of one (batch, head) a workgroup, their scaled q and dO rows in workgroup memory,
-// key and value tiles of BN rows streaming through it; invocation (ty, tx) owns queries 4 ty .. 4 ty + 3, the tile's
+// key and value tiles of BN rows streaming through it; invocation (ty, tx) owns queries R ty .. R ty + R - 1, the tile's
 // keys tx + TX j, and the dq vec4 columns tx + TX i. Per tile, from the forward's lse:
 //   p = exp(s - lse), dp = dO . v, ds = p (dp - D)       (registers, then ds into workgroup memory)
 //   dq += ds k                                            (each invocation its rows' columns, over the whole tile)
@@ -9,8 +9,10 @@
 // kDqTiles lists the (WG, BM, BN) it tries, in order.
 //
 // @variant WG {256|128|64|32} invocations per workgroup
-// @variant BM {64|32|16} queries per workgroup (4 per invocation)
-// @variant BN {64|32|16|8} keys per workgroup-memory tile (a multiple of TX = WG / (BM / 4))
+// @variant BM {64|32|16} queries per workgroup (R per invocation)
+// @variant BN {64|32|16|8} keys per workgroup-memory tile (a multiple of TX = WG / (BM / R))
+// @variant R {4|8} queries per invocation: 8 halves the tile loads per FMA, with twice the accumulators
+// @variant DOT {true|false} scores summed as scalars, not as vec4s summed at the end: a quarter of their registers
 // @variant HD4 {*} vec4s per head row: ceil(head_dim / 4), 1 to 32
 // @variant VEC4 {true|false} q, k, v, dO, O and dq as vec4 arrays (head_dim and every row start multiples of 4)
 
@@ -18,11 +20,26 @@ const WG: u32 = {{WG}}u;
 const BM: u32 = {{BM}}u;
 const BN: u32 = {{BN}}u;
 const HD4: u32 = {{HD4}}u;
-const TY: u32 = BM / 4u;
+const R: u32 = {{R}}u;
+const TY: u32 = BM / R;
 const TX: u32 = WG / TY;
 const SN: u32 = BN / TX;
 const OC: u32 = (HD4 + TX - 1u) / TX;
 const KS: u32 = HD4 + 1u;
+
+// A score's accumulator: a vec4 of partial sums (summed at the end) or, with DOT, the sum itself.
+{{#DOT}}
+alias SA = f32;
+fn mac(a: vec4<f32>, b: vec4<f32>, acc: f32) -> f32 {
+  return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
+}
+fn total(acc: f32) -> f32 { return acc; }
+{{/DOT}}
+{{^DOT}}
+alias SA = vec4<f32>;
+fn mac(a: vec4<f32>, b: vec4<f32>, acc: vec4<f32>) -> vec4<f32> { return fma(a, b, acc); }
+fn total(acc: vec4<f32>) -> f32 { return hsum(acc); }
+{{/DOT}}
 
 {{>attention/params}}
 
@@ -72,7 +89,7 @@ var<workgroup> qs: array<vec4<f32>, BM * HD4>;   // scale * q
 var<workgroup> gs: array<vec4<f32>, BM * HD4>;   // dO
 var<workgroup> ks: array<vec4<f32>, BN * KS>;
 var<workgroup> vs: array<vec4<f32>, BN * KS>;
-var<workgroup> dss: array<f32, BM * BN>;
+var<workgroup> dss: array<vec4<f32>, BM * BN / 4u>;  // read as vec4s: a quarter of the loads
 var<workgroup> red: array<f32, BM * TX>;
 
 @compute @workgroup_size(WG)
@@ -101,12 +118,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   workgroupBarrier();
   // D: each invocation its rows' columns, then the TX partial sums.
-  var last: array<u32, 4>;
-  var lse_r: array<f32, 4>;
-  var d: array<f32, 4>;
-  var acc_q: array<vec4<f32>, 4 * OC>;
-  for (var r = 0u; r < 4u; r = r + 1u) {
-    let row = 4u * ty + r;
+  var last: array<u32, R>;
+  var lse_r: array<f32, R>;
+  var d: array<f32, R>;
+  var acc_q: array<vec4<f32>, R * OC>;
+  for (var r = 0u; r < R; r = r + 1u) {
+    let row = R * ty + r;
     let tq = min(t0 + row, p.time - 1u);
     last[r] = p.offset + tq;
     lse_r[r] = lse[(b * p.heads + h) * p.time + tq];
@@ -122,10 +139,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     red[row * TX + tx] = hsum(part);
   }
   workgroupBarrier();
-  for (var r = 0u; r < 4u; r = r + 1u) {
+  for (var r = 0u; r < R; r = r + 1u) {
     var sum = 0.0;
     for (var x = 0u; x < TX; x = x + 1u) {
-      sum = sum + red[(4u * ty + r) * TX + x];
+      sum = sum + red[(R * ty + r) * TX + x];
     }
     d[r] = sum;
   }
@@ -149,50 +166,53 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       vs[row * KS + c] = vx;
     }
     workgroupBarrier();
-    var acc_s: array<vec4<f32>, 4 * SN>;
-    var acc_p: array<vec4<f32>, 4 * SN>;
-    for (var x = 0u; x < 4u * SN; x = x + 1u) {
-      acc_s[x] = vec4<f32>(0.0);
-      acc_p[x] = vec4<f32>(0.0);
+    var acc_s: array<SA, R * SN>;
+    var acc_p: array<SA, R * SN>;
+    for (var x = 0u; x < R * SN; x = x + 1u) {
+      acc_s[x] = SA(0.0);
+      acc_p[x] = SA(0.0);
     }
     for (var c = 0u; c < HD4; c = c + 1u) {
-      var qv: array<vec4<f32>, 4>;
-      var gv: array<vec4<f32>, 4>;
-      for (var r = 0u; r < 4u; r = r + 1u) {
-        qv[r] = qs[(4u * ty + r) * HD4 + c];
-        gv[r] = gs[(4u * ty + r) * HD4 + c];
+      var qv: array<vec4<f32>, R>;
+      var gv: array<vec4<f32>, R>;
+      for (var r = 0u; r < R; r = r + 1u) {
+        qv[r] = qs[(R * ty + r) * HD4 + c];
+        gv[r] = gs[(R * ty + r) * HD4 + c];
       }
       for (var j = 0u; j < SN; j = j + 1u) {
         let kv = ks[(tx + TX * j) * KS + c];
         let vv = vs[(tx + TX * j) * KS + c];
-        for (var r = 0u; r < 4u; r = r + 1u) {
-          acc_s[r * SN + j] = fma(qv[r], kv, acc_s[r * SN + j]);
-          acc_p[r * SN + j] = fma(gv[r], vv, acc_p[r * SN + j]);
+        for (var r = 0u; r < R; r = r + 1u) {
+          acc_s[r * SN + j] = mac(qv[r], kv, acc_s[r * SN + j]);
+          acc_p[r * SN + j] = mac(gv[r], vv, acc_p[r * SN + j]);
         }
       }
     }
-    for (var r = 0u; r < 4u; r = r + 1u) {
+    for (var r = 0u; r < R; r = r + 1u) {
       for (var j = 0u; j < SN; j = j + 1u) {
-        let pj = select(0.0, exp(hsum(acc_s[r * SN + j]) - lse_r[r]), k0 + tx + TX * j <= last[r]);
-        dss[(4u * ty + r) * BN + tx + TX * j] = pj * (hsum(acc_p[r * SN + j]) - d[r]);
+        let pj = select(0.0, exp(total(acc_s[r * SN + j]) - lse_r[r]), k0 + tx + TX * j <= last[r]);
+        let key = tx + TX * j;
+        dss[(R * ty + r) * (BN / 4u) + key / 4u][key % 4u] = pj * (total(acc_p[r * SN + j]) - d[r]);
       }
     }
     workgroupBarrier();
-    for (var k = 0u; k < BN; k = k + 1u) {
-      var dk: array<f32, 4>;
-      for (var r = 0u; r < 4u; r = r + 1u) {
-        dk[r] = dss[(4u * ty + r) * BN + k];
+    for (var k4 = 0u; k4 < BN / 4u; k4 = k4 + 1u) {
+      var dk: array<vec4<f32>, R>;
+      for (var r = 0u; r < R; r = r + 1u) {
+        dk[r] = dss[(R * ty + r) * (BN / 4u) + k4];
       }
-      for (var i = 0u; i < OC; i = i + 1u) {
-        let kv = ks[k * KS + col(tx + TX * i)];
-        for (var r = 0u; r < 4u; r = r + 1u) {
-          acc_q[r * OC + i] = fma(vec4<f32>(dk[r]), kv, acc_q[r * OC + i]);
+      for (var kk = 0u; kk < 4u; kk = kk + 1u) {
+        for (var i = 0u; i < OC; i = i + 1u) {
+          let kv = ks[(4u * k4 + kk) * KS + col(tx + TX * i)];
+          for (var r = 0u; r < R; r = r + 1u) {
+            acc_q[r * OC + i] = fma(vec4<f32>(dk[r][kk]), kv, acc_q[r * OC + i]);
+          }
         }
       }
     }
   }
-  for (var r = 0u; r < 4u; r = r + 1u) {
-    let t = t0 + 4u * ty + r;
+  for (var r = 0u; r < R; r = r + 1u) {
+    let t = t0 + R * ty + r;
     if (t < p.time) {
       let de = ((b * p.time + t) * p.heads + h) * p.head_dim;
       for (var i = 0u; i < OC; i = i + 1u) {

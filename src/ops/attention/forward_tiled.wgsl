@@ -53,7 +53,7 @@ fn store_out(e: u32, c: u32, x: vec4<f32>) {
 var<workgroup> qs: array<vec4<f32>, BM * HD4>;
 var<workgroup> ks: array<vec4<f32>, BN * KS>;
 var<workgroup> vs: array<vec4<f32>, BN * KS>;
-var<workgroup> ps: array<f32, BM * BN>;
+var<workgroup> ps: array<vec4<f32>, BM * BN / 4u>;  // read as vec4s: a quarter of the loads
 var<workgroup> red_max: array<f32, BM * TX>;
 
 @compute @workgroup_size(WG)
@@ -145,7 +145,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       alpha[r] = exp(m[r] - mx);  // key 0 is in the first tile and every row sees it: mx is finite from there on
       m[r] = mx;
       for (var j = 0u; j < SN; j = j + 1u) {
-        ps[(4u * ty + r) * BN + tx + TX * j] = select(0.0, exp(s[r * SN + j] - mx), k0 + tx + TX * j <= last[r]);
+        let key = tx + TX * j;
+        ps[(4u * ty + r) * (BN / 4u) + key / 4u][key % 4u] = select(0.0, exp(s[r * SN + j] - mx), k0 + key <= last[r]);
       }
     }
     workgroupBarrier();
@@ -156,16 +157,18 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       }
     }
     // Each invocation of a row group reads the whole rows of P: it sums them too (the same order in each).
-    for (var k = 0u; k < BN; k = k + 1u) {
-      var pk: array<f32, 4>;
+    for (var k4 = 0u; k4 < BN / 4u; k4 = k4 + 1u) {
+      var pk: array<vec4<f32>, 4>;
       for (var r = 0u; r < 4u; r = r + 1u) {
-        pk[r] = ps[(4u * ty + r) * BN + k];
-        l[r] = l[r] + pk[r];
+        pk[r] = ps[(4u * ty + r) * (BN / 4u) + k4];
+        l[r] = l[r] + hsum(pk[r]);
       }
-      for (var i = 0u; i < OC; i = i + 1u) {
-        let vv = vs[k * KS + col(tx + TX * i)];
-        for (var r = 0u; r < 4u; r = r + 1u) {
-          o[r * OC + i] = fma(vec4<f32>(pk[r]), vv, o[r * OC + i]);
+      for (var kk = 0u; kk < 4u; kk = kk + 1u) {
+        for (var i = 0u; i < OC; i = i + 1u) {
+          let vv = vs[(4u * k4 + kk) * KS + col(tx + TX * i)];
+          for (var r = 0u; r < 4u; r = r + 1u) {
+            o[r * OC + i] = fma(vec4<f32>(pk[r][kk]), vv, o[r * OC + i]);
+          }
         }
       }
     }
