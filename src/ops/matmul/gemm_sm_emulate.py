@@ -4,9 +4,12 @@
 # accumulation and the power-of-two scaling. Values are small integers times powers of two, so every step is exact
 # (f16 rounding is not emulated). For checking edits to the kernel where no GPU has subgroup matrices:
 #   python3 src/ops/matmul/gemm_sm_emulate.py   (about a minute; prints "bad 0 of ..." per case)
-# staging, fragments, epilogue, strides, q4 modes, split-K, bias and accumulate against a plain product.
+# staging, fragments, epilogue, strides, q4 modes, split-K, bias and accumulate against a plain product. The kernel's
+# fast paths for tiles wholly inside (a_full, b_full) load the same elements without the bounds selects: emulated by
+# the checked path.
 import random, struct, sys
 BAD = [0]  # wrong outputs over every case: the exit status
+FULLS = [0]  # k-tiles wholly inside, whose fast-path indices were compared
 BM=BN=128; BK=32; SA=BK+8; SB=BN+8; SAT=BM+8; SBT=BK+8; WM=64; WN=32
 def f32bits(x): return struct.unpack('<I', struct.pack('<f', x))[0]
 def bitsf(b): return struct.unpack('<f', struct.pack('<I', b))[0]
@@ -43,10 +46,14 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
         k0 = k_begin
         while k0 < k_end:
             sa = [None]*(BM*SA); sb = [None]*max(BK*SB, BN*SBT)
+            a_full = m0 + BM <= p['m'] and k0 + BK <= k_end; b_full = n0 + BN <= p['n'] and k0 + BK <= k_end
+            FULLS[0] += a_full + b_full
             for li in range(256):
                 for t in range(4 if A_T else 0):
                     e = li + t*256; ak = e//(BM//4); am = (e % (BM//4))*4; gm, gk = m0+am, k0+ak
                     assert (a_base + gk*p['a_sk'] + gm) % 4 == 0 or not (gm < p['m'] and gk < k_end)
+                    if a_full:  # the kernel's unchecked vec4 index
+                        assert (a_base + (k0 + e//(BM//4))*p['a_sk'] + m0 + (e % (BM//4))*4)//4 == (a_base + gk*p['a_sk'] + gm)//4
                     for q in range(4):
                         v = 0.0
                         if gm < p['m'] and gk < k_end: v = a[a_base + gk*p['a_sk'] + gm + q] * ainv[li,q]
@@ -54,6 +61,8 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                 for t in range(4 if A_VEC else 0):
                     e = li + t*256; am = e//(BK//4); ak = (e % (BK//4))*4; gm, gk = m0+am, k0+ak
                     assert (a_base + gm*p['a_sm'] + gk) % 4 == 0 or not (gm < p['m'] and gk < k_end)
+                    if a_full:
+                        assert (a_base + (m0 + e//(BK//4))*p['a_sm'] + k0 + (e % (BK//4))*4)//4 == (a_base + gm*p['a_sm'] + gk)//4
                     for q in range(4):
                         v = 0.0
                         if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk + q] * ainv[li,t]
@@ -69,6 +78,8 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                     for t in range(4):
                         e = li + t*256; bn = e//(BK//4); bk = (e % (BK//4))*4; gn, gk = n0+bn, k0+bk
                         assert (b_base + gn*p['b_sn'] + gk) % 4 == 0 or not (gn < p['n'] and gk < k_end)
+                        if b_full:
+                            assert (b_base + (n0 + e//(BK//4))*p['b_sn'] + k0 + (e % (BK//4))*4)//4 == (b_base + gn*p['b_sn'] + gk)//4
                         for q in range(4):
                             v = 0.0
                             if gn < p['n'] and gk < k_end: v = b[b_base + gn*p['b_sn'] + gk + q] * binv[li,t]
@@ -76,6 +87,8 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                 elif B_MODE == 0 and B_VEC:
                     for t in range(4):
                         e = li + t*256; bk = e//(BN//4); bn = (e % (BN//4))*4; gn, gk = n0+bn, k0+bk
+                        if b_full:
+                            assert (b_base + (k0 + e//(BN//4))*p['b_sk'] + n0 + (e % (BN//4))*4)//4 == (b_base + gk*p['b_sk'] + gn)//4
                         for q in range(4):
                             v = 0.0
                             if gn < p['n'] and gk < k_end: v = b[b_base + gk*p['b_sk'] + gn + q] * binv[li,q]
@@ -255,4 +268,5 @@ check_q4(1, 5, 13, 37, 8)
 check_q4(2, 5, 37, 13, 8)
 check_q4(1, 33, 140, 70, 32)
 check_q4(2, 33, 70, 140, 32)
-sys.exit(1 if BAD[0] else 0)
+print('interior k-tile loads checked:', FULLS[0])
+sys.exit(1 if BAD[0] or not FULLS[0] else 0)

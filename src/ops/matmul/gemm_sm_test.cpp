@@ -265,9 +265,11 @@ TEST(MixedVariants, EveryVariantRendersAtItsIndex) {
   for (int mode = 0; mode < 3; ++mode)
     for (int am = 0; am < 3; ++am)
       for (int bm = 0; bm < 3; ++bm) {
-        SCOPED_TRACE("mode " + std::to_string(mode) + " A form " + std::to_string(am) + " B form " + std::to_string(bm));
+        SCOPED_TRACE("mode " + std::to_string(mode) + " A form " + std::to_string(am) + " B form " +
+                     std::to_string(bm));
         std::string text;
-        ASSERT_NO_THROW(text = wgtrain::detail::render_kernel("matmul/gemm_sm", source, variants[mode * 9 + am * 3 + bm]));
+        const auto& defs = variants[mode * 9 + am * 3 + bm];
+        ASSERT_NO_THROW(text = wgtrain::detail::render_kernel("matmul/gemm_sm", source, defs));
         const auto has = [&](const std::string& s) { return text.find(s) != std::string::npos; };
         EXPECT_TRUE(has("const B_MODE: u32 = " + std::to_string(mode) + "u;"));
         EXPECT_TRUE(has("const A_VEC: bool = " + b(am == 1) + ";"));
@@ -275,7 +277,8 @@ TEST(MixedVariants, EveryVariantRendersAtItsIndex) {
         EXPECT_TRUE(has("const B_VEC: bool = " + b(bm == 1) + ";"));
         EXPECT_TRUE(has("const B_T: bool = " + b(bm == 2) + ";"));
         EXPECT_TRUE(has(std::string("var<storage, read> a: array<") + (am ? "vec4<f32>" : "f32") + ">;"));
-        EXPECT_TRUE(has(std::string("var<storage, read> b: array<") + (mode ? "u32" : bm ? "vec4<f32>" : "f32") + ">;"));
+        const std::string b_type = mode ? "u32" : bm ? "vec4<f32>" : "f32";
+        EXPECT_TRUE(has("var<storage, read> b: array<" + b_type + ">;"));
       }
 }
 
