@@ -3,7 +3,8 @@
 # subgroup matrices, gemm_sm.wgsl) beside fp32. 1. what the adapter offers; 2. the matmul and q4gsw tests (the Mixed*
 # ones run only where the device has subgroup matrices: a skip names what is missing); 3. bench rows in both
 # precisions: mm at 4096^3 and the base model's step GEMMs (the three q4gsw products of each linear shape and the
-# head); 4. two short Brown runs of `base`, fp32 and mixed, same seed, and their final losses side by side.
+# head), beside run m2's (before issue #14's kernel changes), and a profiled mixed mm; 4. two short Brown runs of
+# `base`, fp32 and mixed, same seed, and their final losses side by side.
 # Everything into $OUT/mixed/ as it comes (what a timeout leaves comes back too), then $OUT/mixed.tar.gz; the summary
 # on stdout. TRAIN_STEPS (default 300) shortens the runs. Typical: ~4 minutes; the timeouts bound it near 10.
 set -uo pipefail
@@ -25,6 +26,27 @@ for p in fp32 mixed; do
     > "$d/bench_step_$p.log" 2>&1
   echo "bench step_gemm $p: exit $?"; grep -E "step|failed|error" "$d/bench_step_$p.log" | head -20
 done
+# 3b. The rows beside run m2's (gemm_sm before issue #14's changes), and where the mixed mm's time goes (the absmax
+# pass is its own profile row, "mixed absmax").
+python3 - "$d" bench/runs/2026-12-04-h200-m2 <<'PY' | tee -a "$d/summary.txt"
+import re, sys
+def rows(path):
+    out = {}
+    try:
+        for line in open(path):
+            m = re.match(r'^((?:mm|step) .*?\S)\s+([\d.]+) ms', line)
+            if m: out[' '.join(m.group(1).split())] = float(m.group(2))
+    except OSError:
+        pass
+    return out
+for f in ('bench_mm_mixed', 'bench_step_mixed', 'bench_mm_fp32', 'bench_step_fp32'):
+    now, before = rows(f'{sys.argv[1]}/{f}.log'), rows(f'{sys.argv[2]}/{f}.log')
+    for k, v in now.items():
+        b = before.get(k)
+        print(f"{k:<62} {v:8.3f} ms" + (f"  (m2 {b:.3f} ms, x{b / v:.2f})" if b else "  (no m2 row)"))
+PY
+WGTRAIN_PROFILE=1 timeout 60 .carry/wgtrain bench --precision mixed --only mm > "$d/profile_mm_mixed.log" 2>&1
+echo "profiled mm mixed: exit $?"; grep -A8 "^profile" "$d/profile_mm_mixed.log"
 # 4. Two short training runs.
 for p in fp32 mixed; do
   timeout 130 .carry/wgtrain train --config base --data brown --steps "$steps" --eval-every 100 --precision "$p" \

@@ -345,11 +345,16 @@ int run_bench(const BenchOptions& opt) {
     const Tensor a = kernels.random({s, s}, -1, 1, 2), b = kernels.random({s, s}, -1, 1, 3);
     results.push_back(measure(dev, "mm " + prec, dims({s, s, s}), 2.0 * s * s * s, 3.0 * s * s * 4,
                               [&] { ops::mm(a, b); }));
-    // The same product with A read through a transposed view: strided loads, no 16-byte ones.
+    // The same product with A read through a transposed view (m stride 1): strided loads in fp32, 16-byte ones
+    // along m in mixed (gemm_sm.wgsl's A_T).
     if (!runs("mm (A as a view)", {"contiguous"})) return;
     const Tensor at = ops::contiguous(a.transpose(0, 1)).transpose(0, 1);
     results.push_back(measure(dev, "mm " + prec + " (A as a view)", dims({s, s, s}), 2.0 * s * s * s,
                               3.0 * s * s * 4, [&] { ops::mm(at, b); }));
+    // And B through one (k stride 1, as W^T of an f32 weight): gemm_sm.wgsl's B_T in mixed.
+    const Tensor bt = ops::contiguous(b.transpose(0, 1)).transpose(0, 1);
+    results.push_back(measure(dev, "mm " + prec + " (B as a view)", dims({s, s, s}), 2.0 * s * s * s,
+                              3.0 * s * s * 4, [&] { ops::mm(a, bt); }));
   });
   // The GEMMs of the train_step row's model at its shapes (tokens = batch x seq), in this run's precision: the
   // three q4gsw products of each block linear shape (forward, input gradient, weight gradient accumulated) and the

@@ -1,6 +1,7 @@
 // The launcher of matmul/gemm.wgsl, shared by the matmul and q4gsw families.
 #pragma once
 
+#include "gpu/kernels.h"
 #include "ops/common.h"
 
 namespace wgtrain::ops::detail {
@@ -20,6 +21,8 @@ void gemm(const char* op, const Tensor& a, const GemmB& b, int64_t n, const Tens
 // Mixed precision (wgtrain/precision.h): gemm runs gemm_sm.wgsl, f16 products on subgroup matrices, where this is
 // empty; otherwise it says what the device lacks ("offers no shader-f16", ...).
 std::string gemm_sm_missing(const DeviceImpl& dev);
+// gemm_sm.wgsl's variants as gemm_sm picks them (index mode * 9 + A's form * 3 + B's form), for its tests.
+const std::vector<wgtrain::detail::KernelDefs>& gemm_sm_variants();
 // gemm's contract on subgroup matrices (gemm_sm.wgsl), A's rows and (f32) B's columns scaled by powers of two.
 void gemm_sm(const char* op, const Tensor& a, const GemmB& b, int64_t n, const Tensor* bias, const Tensor& c,
              bool accumulate);

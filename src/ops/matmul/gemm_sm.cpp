@@ -43,7 +43,8 @@ void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle 
   if (gx > maxd || gy > maxd || batch > maxd)
     throw Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(batch) + " x " +
                 std::to_string(rows) + " x " + std::to_string(len) + " is beyond the absmax pass's grid");
-  dev.dispatch({op, &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}}, static_cast<uint32_t>(gx),
+  // Its own name, so that a profile (WGTRAIN_PROFILE=1) shows the pass apart from the GEMMs it serves.
+  dev.dispatch({"mixed absmax", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}}, static_cast<uint32_t>(gx),
                 static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
 }
 
@@ -66,12 +67,36 @@ std::string gemm_sm_missing(const DeviceImpl& dev) {
   if (dev.info.subgroup_min != 32 || dev.info.subgroup_max != 32)
     return "has subgroups of " + std::to_string(dev.info.subgroup_min) + ".." + std::to_string(dev.info.subgroup_max) +
            " lanes (the kernel needs 32)";
-  // gemm_sm.wgsl's workgroup memory: the f16 tiles of A (128 x 40) and B (32 x 136), and 8 f32 fragments.
-  constexpr uint32_t kWorkgroupBytes = 128 * 40 * 2 + 32 * 136 * 2 + 8 * 256 * 4;
+  // gemm_sm.wgsl's workgroup memory: the f16 tiles of A (128 x 40) and B (128 x 40 with B_T, else 32 x 136), and 16
+  // f32 fragments.
+  constexpr uint32_t kWorkgroupBytes = 128 * 40 * 2 + 128 * 40 * 2 + 16 * 256 * 4;
   if (dev.limits.max_workgroup_storage < kWorkgroupBytes)
     return "allows " + std::to_string(dev.limits.max_workgroup_storage) + " bytes of workgroup memory (the kernel needs " +
            std::to_string(kWorkgroupBytes) + ")";
   return {};
+}
+
+// The 27 variants (3 forms of B; A and an f32 B each element-wise (0), vec4s along the stride-1 dimension that
+// gemm.wgsl's vec4s take (1: A_VEC, B_VEC) or along the other one (2: A_T, B_T); the q4 forms use B form 0 only), at
+// mode * 9 + a_form * 3 + b_form, built once.
+const std::vector<wgtrain::detail::KernelDefs>& gemm_sm_variants() {
+  static const auto variants = [] {
+    std::vector<wgtrain::detail::KernelDefs> t(27);
+    for (int mode = 0; mode < 3; ++mode)
+      for (int am = 0; am < 3; ++am)
+        for (int bm = 0; bm < 3; ++bm)
+          t[mode * 9 + am * 3 + bm] = {{"A_T", am == 2 ? "true" : "false"},
+                                       {"A_TYPE", am != 0 ? "vec4<f32>" : "f32"},
+                                       {"A_V4", am != 0 ? "true" : "false"},
+                                       {"A_VEC", am == 1 ? "true" : "false"},
+                                       {"B_MODE", std::to_string(mode)},
+                                       {"B_T", bm == 2 ? "true" : "false"},
+                                       {"B_TYPE", mode != 0 ? "u32" : (bm != 0 ? "vec4<f32>" : "f32")},
+                                       {"B_V4", bm != 0 ? "true" : "false"},
+                                       {"B_VEC", bm == 1 ? "true" : "false"}};
+    return t;
+  }();
+  return variants;
 }
 
 Tensor row_absmax(const Tensor& x) {
@@ -134,23 +159,17 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   // 16-byte loads where an operand is row-major with every row and offset a multiple of 4 floats (as gemm).
   const bool a_vec = K % 4 == 0 && a.strides()[2] == 1 && a.offset() % 4 == 0 && a.strides()[1] % 4 == 0 &&
                      a.strides()[0] % 4 == 0;
+  // A column-major (m stride 1, as dy^T in the weight gradient): 16-byte loads along m, where they stay aligned.
+  const bool a_t = !a_vec && M % 4 == 0 && a.strides()[1] == 1 && a.offset() % 4 == 0 && a.strides()[2] % 4 == 0 &&
+                   a.strides()[0] % 4 == 0;
   const bool b_vec = f32_b && N % 4 == 0 && b.strides()[2] == 1 && b.offset() % 4 == 0 && b.strides()[1] % 4 == 0 &&
                      b.strides()[0] % 4 == 0;
-  // The 12 variants (3 forms of B, A and B as vec4s or not; the q4 forms have no vec4 B), built once.
-  static const auto variants = [] {
-    std::array<wgtrain::detail::KernelDefs, 12> t;
-    for (int mode = 0; mode < 3; ++mode)
-      for (bool av : {false, true})
-        for (bool bv : {false, true})
-          t[mode * 4 + (av ? 2 : 0) + (bv ? 1 : 0)] = {{"A_TYPE", av ? "vec4<f32>" : "f32"},
-                                                       {"A_VEC", av ? "true" : "false"},
-                                                       {"B_MODE", std::to_string(mode)},
-                                                       {"B_TYPE", mode != 0 ? "u32" : (bv ? "vec4<f32>" : "f32")},
-                                                       {"B_VEC", bv ? "true" : "false"}};
-    return t;
-  }();
+  // B column-major (k stride 1: W^T of an f32 weight): 16-byte loads along k.
+  const bool b_t = f32_b && !b_vec && K % 4 == 0 && b.strides()[1] == 1 && b.offset() % 4 == 0 &&
+                   b.strides()[2] % 4 == 0 && b.strides()[0] % 4 == 0;
+  const int a_form = a_vec ? 1 : a_t ? 2 : 0, b_form = b_vec ? 1 : b_t ? 2 : 0;
   const auto& pipe =
-      dev.pipeline("matmul/gemm_sm", variants[static_cast<int>(gb.mode) * 4 + (a_vec ? 2 : 0) + (b_vec ? 1 : 0)]);
+      dev.pipeline("matmul/gemm_sm", gemm_sm_variants()[static_cast<int>(gb.mode) * 9 + a_form * 3 + b_form]);
   const uint32_t gx = u32((N + kBlock - 1) / kBlock, "N tiles"), gy = u32((M + kBlock - 1) / kBlock, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   const wgtrain::detail::BufferHandle scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;

@@ -13,14 +13,20 @@
 // chromium_disable_uniformity_analysis: Tint otherwise rejects subgroupMatrixLoad/Store offsets that depend on the
 // invocation (the subgroup's tile), though they are uniform across each subgroup.
 // Edges: loads outside M, N or K take zeros, so the fragments always see whole tiles; the results go through
-// workgroup memory, a fragment at a time, to an epilogue that checks bounds and applies the scales, bias and
+// workgroup memory, two fragments at a time, to an epilogue that checks bounds and applies the scales, bias and
 // accumulation.
 //
 // @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W (gemm.wgsl's)
 // @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats and K too: loaded as vec4s
-// @variant A_TYPE {vec4<f32>|f32} the element type A is bound as: vec4<f32> exactly when A_VEC
+// @variant A_T {true|false} A column-major (m stride 1) with k stride, offset and M multiples of 4 (the weight
+//   gradient's dy^T, transposed views): loaded as vec4s along m into a [k][m] tile, read as column-major fragments
+// @variant A_V4 {true|false} A_VEC or A_T: A is bound as vec4s
+// @variant A_TYPE {vec4<f32>|f32} the element type A is bound as: vec4<f32> exactly when A_V4
 // @variant B_VEC {true|false} the same for B along n (B_MODE 0 only)
-// @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_VEC, u32 in the q4 modes
+// @variant B_T {true|false} B column-major (k stride 1: W^T of an f32 weight, the tied head) with n stride, offset
+//   and K multiples of 4 (B_MODE 0 only): vec4s along k into an [n][k] tile, read as column-major fragments
+// @variant B_V4 {true|false} B_VEC or B_T: B is bound as vec4s
+// @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_V4, u32 in the q4 modes
 
 enable f16;
 enable chromium_experimental_subgroup_matrix;
@@ -28,19 +34,30 @@ enable chromium_disable_uniformity_analysis;
 
 const B_MODE: u32 = {{B_MODE}}u;
 const A_VEC: bool = {{A_VEC}};
+const A_T: bool = {{A_T}};
 const B_VEC: bool = {{B_VEC}};
+const B_T: bool = {{B_T}};
 const BM: u32 = 128u;
 const BN: u32 = 128u;
 const BK: u32 = 32u;
 const SA: u32 = BK + 8u;  // row stride of sa (halves)
 const SB: u32 = BN + 8u;  // row stride of sb
+const SAT: u32 = BM + 8u;  // row stride of sa as a [k][m] tile (A_T)
+const_assert BK * SAT <= BM * SA;
+const A_STRIDE: u32 = select(SA, SAT, A_T);
+const SBT: u32 = BK + 8u;  // row stride of sb as an [n][k] tile (B_T, and B_MODE 1, whose words run along k)
+const B_NK: bool = B_T || B_MODE == 1u;
+const SB_SIZE: u32 = max(BK * SB, BN * SBT);
+const B_STRIDE: u32 = select(SB, SBT, B_NK);
 const WM: u32 = 64u;      // a subgroup's tile
 const WN: u32 = 32u;
 const LOADS: u32 = BM * BK / 256u;  // elements of A (and of f32 B) each thread stages per k-tile
 const Q_LOADS: u32 = BN * BK / 8u / 256u;  // q4 words each thread stages per k-tile
 const_assert LOADS == 16u;
 const_assert Q_LOADS == 2u;
-const LOADS4: u32 = LOADS / 4u;  // the same in vec4s (A_VEC, B_VEC)
+const LOADS4: u32 = LOADS / 4u;  // the same in vec4s (A_VEC, A_T, B_VEC)
+const NA: u32 = select(LOADS, LOADS4, A_VEC || A_T);  // reciprocal row scales a thread keeps (ainv)
+const NB: u32 = select(LOADS, LOADS4, B_VEC || B_T || B_MODE != 0u);  // column scales (binv; unused in the q4 modes)
 
 struct Params {
   m: u32,
@@ -78,32 +95,42 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> c: array<f32>;
 @group(0) @binding(6) var<storage, read> absmax: array<u32>;
 
-var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k]
-var<workgroup> sb: array<f16, 4352>;  // BK * SB: B's tile [k][n]
-var<workgroup> sc: array<f32, 2048>;  // the epilogue: one 16 x 16 fragment of each subgroup
+var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k] ([k][m], BK * SAT, with A_T)
+var<workgroup> sb: array<f16, SB_SIZE>;  // B's tile [k][n] (BK * SB), or [n][k] with B_NK (BN * SBT)
+var<workgroup> sc: array<f32, 4096>;  // the epilogue: two 16 x 16 fragments of each subgroup
 
 // Accessors by f32 index (load_a1, load_b1), vec4 index (load_a4, load_b4) or u32 word (load_bw): every variant
 // defines all of them, so that the code below type-checks whatever A and B are bound as.
-{{#A_VEC}}
+{{#A_V4}}
 fn load_a1(i: u32) -> f32 { return a[i / 4u][i % 4u]; }
 fn load_a4(i: u32) -> vec4<f32> { return a[i]; }
-{{/A_VEC}}
-{{^A_VEC}}
+{{/A_V4}}
+{{^A_V4}}
 fn load_a1(i: u32) -> f32 { return a[i]; }
 fn load_a4(i: u32) -> vec4<f32> { return vec4<f32>(a[4u * i], a[4u * i + 1u], a[4u * i + 2u], a[4u * i + 3u]); }
-{{/A_VEC}}
-{{#B_VEC}}
+{{/A_V4}}
+{{#B_V4}}
 fn load_b1(i: u32) -> f32 { return b[i / 4u][i % 4u]; }
 fn load_b4(i: u32) -> vec4<f32> { return b[i]; }
 fn load_bw(i: u32) -> u32 { return 0u; }
-{{/B_VEC}}
-{{^B_VEC}}
+{{/B_V4}}
+{{^B_V4}}
 fn load_b1(i: u32) -> f32 { return f32(b[i]); }
 fn load_b4(i: u32) -> vec4<f32> {
   return vec4<f32>(f32(b[4u * i]), f32(b[4u * i + 1u]), f32(b[4u * i + 2u]), f32(b[4u * i + 3u]));
 }
 fn load_bw(i: u32) -> u32 { return u32(b[i]); }
-{{/B_VEC}}
+{{/B_V4}}
+
+// The offset in sa of the fragment at row r, column k of A's tile.
+fn a_frag(r: u32, k: u32) -> u32 {
+  return select(r * SA + k, k * SAT + r, A_T);
+}
+
+// The offset in sb of the fragment at row k, column c of B's tile.
+fn b_frag(k: u32, c: u32) -> u32 {
+  return select(k * SB + c, c * SBT + k, B_NK);
+}
 
 fn dequant(word: u32, j: u32, scale: f32) -> f32 {
   return (f32((word >> (4u * j)) & 15u) - 8.0) * scale;
@@ -147,17 +174,24 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   // neighbouring addresses (along k where A's k stride is 1, else along m; along n where B's n stride is 1); with
   // vec4 loads, vec4s li + 256 t, t < 4, of rows of BK / 4 (A) or BN / 4 (B) vec4s. Those positions are the same in
   // every k-tile, so the reciprocal scales of their rows and columns are read once. (A vec4 of B spans 4 columns,
-  // the same 4 for every t: binv[0..3].)
-  var ainv: array<f32, 16>;
-  var binv: array<f32, 16>;
-  for (var t = 0u; t < LOADS; t = t + 1u) {
+  // the same 4 for every t: binv[0..3]; so does a vec4 of A with A_T: ainv[0..3]. A vec4 of A_VEC or B_T lies in
+  // one row or column: ainv[t], binv[t].)
+  // Only as many as the variant uses (4 for vec4 loads), since they stay live in registers through the k-loop.
+  var ainv: array<f32, NA>;
+  var binv: array<f32, NB>;
+  for (var t = 0u; t < NA; t = t + 1u) {
     let e = li + t * 256u;
     var gm = m0 + select(e % BM, e / BK, a_kfast);
-    if (A_VEC) { gm = m0 + (li + (t % LOADS4) * 256u) / (BK / 4u); }
+    if (A_VEC) { gm = m0 + (li + t * 256u) / (BK / 4u); }
+    if (A_T) { gm = m0 + (li % (BM / 4u)) * 4u + t; }
     ainv[t] = 1.0;
     if (a_scaled && gm < p.m) { ainv[t] = 1.0 / pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
+  }
+  for (var t = 0u; t < NB; t = t + 1u) {
+    let e = li + t * 256u;
     var gn = n0 + select(e / BK, e % BN, b_nfast);
-    if (B_VEC) { gn = n0 + (li % (BN / 4u)) * 4u + t % 4u; }
+    if (B_VEC) { gn = n0 + (li % (BN / 4u)) * 4u + t; }
+    if (B_T) { gn = n0 + (li + t * 256u) / (BK / 4u); }
     binv[t] = 1.0;
     if (B_MODE == 0u && b_scaled && gn < p.n) { binv[t] = 1.0 / pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
   }
@@ -172,48 +206,156 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   var c3_1 = subgroup_matrix_result<f32, 16, 16>();
 
   for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
-    workgroupBarrier();
-    if (A_VEC) {
+    // 1. The k-tile's global loads, into registers: all issued before anything waits on them, and before the barrier,
+    //    so that they overlap the other subgroups' products on the previous tile. No branches: an element outside M,
+    //    N or K loads element 0 instead and takes zero (a branch per load kept each load's latency apart).
+    var ra4: array<vec4<f32>, LOADS4>;
+    var ra1: array<f32, LOADS>;
+    var rb4: array<vec4<f32>, LOADS4>;
+    var rb1: array<f32, LOADS>;
+    var rw: array<u32, Q_LOADS>;
+    var rq: array<f32, Q_LOADS>;
+    // Tiles wholly inside (uniform over the workgroup) skip the bounds selects: the loop is bound by issue slots as
+    // much as by the matrix units, and the probe's kernel spends none on them.
+    let a_full = m0 + BM <= p.m && k0 + BK <= k_end;
+    let b_full = n0 + BN <= p.n && k0 + BK <= k_end;
+    if (A_T && a_full) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
         let e = li + t * 256u;
-        let am = e / (BK / 4u);
-        let ak = (e % (BK / 4u)) * 4u;
-        let gm = m0 + am;
-        let gk = k0 + ak;
-        var v = vec4<f32>();
-        if (gm < p.m && gk < k_end) { v = load_a4((a_base + gm * p.a_sm + gk) / 4u) * ainv[t]; }
-        let h = vec4<f16>(v);
-        let s = am * SA + ak;
+        ra4[t] = load_a4((a_base + (k0 + e / (BM / 4u)) * p.a_sk + m0 + (e % (BM / 4u)) * 4u) / 4u);
+      }
+    } else if (A_T) {
+      // vec4s along m (coalesced: A's m stride is 1), each a row piece of the [k][m] tile.
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gm = m0 + (e % (BM / 4u)) * 4u;
+        let gk = k0 + e / (BM / 4u);
+        let ok = gm < p.m && gk < k_end;
+        ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gk * p.a_sk + gm) / 4u, ok)), ok);
+      }
+    } else if (A_VEC && a_full) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        ra4[t] = load_a4((a_base + (m0 + e / (BK / 4u)) * p.a_sm + k0 + (e % (BK / 4u)) * 4u) / 4u);
+      }
+    } else if (A_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gm = m0 + e / (BK / 4u);
+        let gk = k0 + (e % (BK / 4u)) * 4u;
+        let ok = gm < p.m && gk < k_end;
+        ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gm * p.a_sm + gk) / 4u, ok)), ok);
+      }
+    } else {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let gm = m0 + select(e % BM, e / BK, a_kfast);
+        let gk = k0 + select(e / BM, e % BK, a_kfast);
+        let ok = gm < p.m && gk < k_end;
+        ra1[t] = select(0.0, load_a1(select(0u, a_base + gm * p.a_sm + gk * p.a_sk, ok)), ok);
+      }
+    }
+    if (B_MODE == 0u && B_T && b_full) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        rb4[t] = load_b4((b_base + (n0 + e / (BK / 4u)) * p.b_sn + k0 + (e % (BK / 4u)) * 4u) / 4u);
+      }
+    } else if (B_MODE == 0u && B_T) {
+      // vec4s along k (B's k stride is 1), each a row piece of the [n][k] tile.
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + e / (BK / 4u);
+        let gk = k0 + (e % (BK / 4u)) * 4u;
+        let ok = gn < p.n && gk < k_end;
+        rb4[t] = select(vec4<f32>(), load_b4(select(0u, (b_base + gn * p.b_sn + gk) / 4u, ok)), ok);
+      }
+    } else if (B_MODE == 0u && B_VEC && b_full) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        rb4[t] = load_b4((b_base + (k0 + e / (BN / 4u)) * p.b_sk + n0 + (e % (BN / 4u)) * 4u) / 4u);
+      }
+    } else if (B_MODE == 0u && B_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + (e % (BN / 4u)) * 4u;
+        let gk = k0 + e / (BN / 4u);
+        let ok = gn < p.n && gk < k_end;
+        rb4[t] = select(vec4<f32>(), load_b4(select(0u, (b_base + gk * p.b_sk + gn) / 4u, ok)), ok);
+      }
+    } else if (B_MODE == 0u) {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + select(e / BK, e % BN, b_nfast);
+        let gk = k0 + select(e % BK, e / BN, b_nfast);
+        let ok = gn < p.n && gk < k_end;
+        rb1[t] = select(0.0, load_b1(select(0u, b_base + gk * p.b_sk + gn * p.b_sn, ok)), ok);
+      }
+    } else if (B_MODE == 1u) {
+      // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let gn = n0 + i / (BK / 8u);
+        let gk = k0 + (i % (BK / 8u)) * 8u;
+        let ok = gn < p.n && gk < k_end;
+        rw[t] = select(0x88888888u, load_bw(select(0u, gn * p.q_words + gk / 8u, ok)), ok);
+        rq[t] = select(0.0, scales[select(0u, (gk / p.group_size) * p.q_rows + gn, ok)], ok);
+      }
+    } else {
+      // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let gr = k0 + i / (BN / 8u);
+        let gj = n0 + (i % (BN / 8u)) * 8u;
+        let ok = gr < k_end && gj < p.n;
+        rw[t] = select(0x88888888u, load_bw(select(0u, gr * p.q_words + gj / 8u, ok)), ok);
+        rq[t] = select(0.0, scales[select(0u, (gj / p.group_size) * p.q_rows + gr, ok)], ok);
+      }
+    }
+    workgroupBarrier();
+    // 2. Scaled, converted to f16 and stored into the tiles.
+    if (A_T) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let h = vec4<f16>(ra4[t] * vec4<f32>(ainv[0], ainv[1], ainv[2], ainv[3]));
+        let s = (e / (BM / 4u)) * SAT + (e % (BM / 4u)) * 4u;
+        sa[s] = h.x;
+        sa[s + 1u] = h.y;
+        sa[s + 2u] = h.z;
+        sa[s + 3u] = h.w;
+      }
+    } else if (A_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let h = vec4<f16>(ra4[t] * ainv[t]);
+        let s = (e / (BK / 4u)) * SA + (e % (BK / 4u)) * 4u;
         sa[s] = h.x;
         sa[s + 1u] = h.y;
         sa[s + 2u] = h.z;
         sa[s + 3u] = h.w;
       }
     } else {
-    for (var t = 0u; t < LOADS; t = t + 1u) {
-      let e = li + t * 256u;
-      let am = select(e % BM, e / BK, a_kfast);
-      let ak = select(e / BM, e % BK, a_kfast);
-      let gm = m0 + am;
-      let gk = k0 + ak;
-      var v = 0.0;
-      if (gm < p.m && gk < k_end) { v = load_a1(a_base + gm * p.a_sm + gk * p.a_sk) * ainv[t]; }
-      sa[am * SA + ak] = f16(v);
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let am = select(e % BM, e / BK, a_kfast);
+        let ak = select(e / BM, e % BK, a_kfast);
+        sa[am * SA + ak] = f16(ra1[t] * ainv[t]);
+      }
     }
-    }
-    if (B_MODE == 0u && B_VEC) {
+    if (B_MODE == 0u && B_T) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
         let e = li + t * 256u;
-        let bk = e / (BN / 4u);
-        let bn = (e % (BN / 4u)) * 4u;
-        let gn = n0 + bn;
-        let gk = k0 + bk;
-        var v = vec4<f32>();
-        if (gn < p.n && gk < k_end) {
-          v = load_b4((b_base + gk * p.b_sk + gn) / 4u) * vec4<f32>(binv[0], binv[1], binv[2], binv[3]);
-        }
-        let h = vec4<f16>(v);
-        let s = bk * SB + bn;
+        let h = vec4<f16>(rb4[t] * binv[t]);
+        let s = (e / (BK / 4u)) * SBT + (e % (BK / 4u)) * 4u;
+        sb[s] = h.x;
+        sb[s + 1u] = h.y;
+        sb[s + 2u] = h.z;
+        sb[s + 3u] = h.w;
+      }
+    } else if (B_MODE == 0u && B_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let h = vec4<f16>(rb4[t] * vec4<f32>(binv[0], binv[1], binv[2], binv[3]));
+        let s = (e / (BN / 4u)) * SB + (e % (BN / 4u)) * 4u;
         sb[s] = h.x;
         sb[s + 1u] = h.y;
         sb[s + 2u] = h.z;
@@ -224,53 +366,35 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
         let e = li + t * 256u;
         let bn = select(e / BK, e % BN, b_nfast);
         let bk = select(e % BK, e / BN, b_nfast);
-        let gn = n0 + bn;
-        let gk = k0 + bk;
-        var v = 0.0;
-        if (gn < p.n && gk < k_end) { v = load_b1(b_base + gk * p.b_sk + gn * p.b_sn) * binv[t]; }
-        sb[bk * SB + bn] = f16(v);
+        sb[bk * SB + bn] = f16(rb1[t] * binv[t]);
       }
     } else if (B_MODE == 1u) {
-      // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
       for (var t = 0u; t < Q_LOADS; t = t + 1u) {
         let i = li + t * 256u;
         let bn = i / (BK / 8u);
         let wq = i % (BK / 8u);
-        let gn = n0 + bn;
-        let gk = k0 + wq * 8u;
-        var w = 0x88888888u;
-        var s = 0.0;
-        if (gn < p.n && gk < k_end) {
-          w = load_bw(gn * p.q_words + gk / 8u);
-          s = scales[(gk / p.group_size) * p.q_rows + gn];
-        }
-        for (var j = 0u; j < 8u; j = j + 1u) { sb[(wq * 8u + j) * SB + bn] = f16(dequant(w, j, s)); }
+        // A word's 8 codes run along k: 8 neighbouring halves of the [n][k] tile (a column of a [k][n] one took 8
+        // stores a row apart, 4-way bank conflicts).
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[bn * SBT + wq * 8u + j] = f16(dequant(rw[t], j, rq[t])); }
       }
     } else {
-      // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
       for (var t = 0u; t < Q_LOADS; t = t + 1u) {
         let i = li + t * 256u;
         let bk = i / (BN / 8u);
         let wq = i % (BN / 8u);
-        let gr = k0 + bk;
-        let gj = n0 + wq * 8u;
-        var w = 0x88888888u;
-        var s = 0.0;
-        if (gr < k_end && gj < p.n) {
-          w = load_bw(gr * p.q_words + gj / 8u);
-          s = scales[(gj / p.group_size) * p.q_rows + gr];
-        }
-        for (var j = 0u; j < 8u; j = j + 1u) { sb[bk * SB + wq * 8u + j] = f16(dequant(w, j, s)); }
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[bk * SB + wq * 8u + j] = f16(dequant(rw[t], j, rq[t])); }
       }
     }
     workgroupBarrier();
     for (var k = 0u; k < BK; k = k + 16u) {
-      let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, (wr + 0u) * SA + k, false, SA);
-      let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, (wr + 16u) * SA + k, false, SA);
-      let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, (wr + 32u) * SA + k, false, SA);
-      let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, (wr + 48u) * SA + k, false, SA);
-      let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, k * SB + wc + 0u, false, SB);
-      let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, k * SB + wc + 16u, false, SB);
+      // With A_T (B_NK) the tile is [k][m] ([n][k]): element (row r, column q) of a column-major fragment is at
+      // offset + q stride + r.
+      let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 0u, k), A_T, A_STRIDE);
+      let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 16u, k), A_T, A_STRIDE);
+      let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_T, A_STRIDE);
+      let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_T, A_STRIDE);
+      let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 0u), B_NK, B_STRIDE);
+      let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 16u), B_NK, B_STRIDE);
       c0_0 = subgroupMatrixMultiplyAccumulate(l0, r0, c0_0);
       c0_1 = subgroupMatrixMultiplyAccumulate(l0, r1, c0_1);
       c1_0 = subgroupMatrixMultiplyAccumulate(l1, r0, c1_0);
@@ -282,47 +406,61 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     }
   }
 
-  // The epilogue, fragment (i, j) of every subgroup at a time: each subgroup stores its fragment to its 256 floats
-  // of sc, then every thread writes one element of each subgroup's fragment (16 neighbouring threads a row).
+  // The epilogue, fragments (i, 0) and (i, 1) of every subgroup at a time: each subgroup stores the pair as a
+  // 16 x 32 tile into its 512 floats of sc, then each warp of threads writes one row of 32 neighbouring outputs (128
+  // bytes) of a subgroup's tile, 8 rows a pass, 2 passes a subgroup. 4 rounds of two barriers, not 8.
+  // A thread's outputs lie in 16 rows (subgroup row s / 4, fragment row i, pass h) and 4 columns (s % 4): their
+  // scales are read once here rather than per output.
+  var rs: array<f32, 16>;  // rs[(s / 4) * 8 + i * 2 + h]: row m0 + (s / 4) WM + 16 i + 8 h + li / 32
+  var cs: array<f32, 4>;   // cs[s % 4]: column n0 + (s % 4) WN + li % 32
+  for (var q = 0u; q < 16u; q = q + 1u) {
+    let gm = m0 + (q / 8u) * WM + 16u * ((q / 2u) % 4u) + 8u * (q % 2u) + li / 32u;
+    rs[q] = 1.0;
+    if (a_scaled && gm < p.m) { rs[q] = pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
+  }
+  for (var q = 0u; q < 4u; q = q + 1u) {
+    let gn = n0 + q * WN + li % 32u;
+    cs[q] = 1.0;
+    if (B_MODE == 0u && b_scaled && gn < p.n) { cs[q] = pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
+  }
   workgroupBarrier();
-  subgroupMatrixStore(&sc, sg * 256u, c0_0, false, 16u);
-  write_fragment(li, 0u, 0u, m0, n0, bat, out_bat);
-  subgroupMatrixStore(&sc, sg * 256u, c0_1, false, 16u);
-  write_fragment(li, 0u, 1u, m0, n0, bat, out_bat);
-  subgroupMatrixStore(&sc, sg * 256u, c1_0, false, 16u);
-  write_fragment(li, 1u, 0u, m0, n0, bat, out_bat);
-  subgroupMatrixStore(&sc, sg * 256u, c1_1, false, 16u);
-  write_fragment(li, 1u, 1u, m0, n0, bat, out_bat);
-  subgroupMatrixStore(&sc, sg * 256u, c2_0, false, 16u);
-  write_fragment(li, 2u, 0u, m0, n0, bat, out_bat);
-  subgroupMatrixStore(&sc, sg * 256u, c2_1, false, 16u);
-  write_fragment(li, 2u, 1u, m0, n0, bat, out_bat);
-  subgroupMatrixStore(&sc, sg * 256u, c3_0, false, 16u);
-  write_fragment(li, 3u, 0u, m0, n0, bat, out_bat);
-  subgroupMatrixStore(&sc, sg * 256u, c3_1, false, 16u);
-  write_fragment(li, 3u, 1u, m0, n0, bat, out_bat);
+  subgroupMatrixStore(&sc, sg * 512u, c0_0, false, 32u);
+  subgroupMatrixStore(&sc, sg * 512u + 16u, c0_1, false, 32u);
+  write_pair(li, 0u, m0, n0, out_bat, rs, cs);
+  subgroupMatrixStore(&sc, sg * 512u, c1_0, false, 32u);
+  subgroupMatrixStore(&sc, sg * 512u + 16u, c1_1, false, 32u);
+  write_pair(li, 1u, m0, n0, out_bat, rs, cs);
+  subgroupMatrixStore(&sc, sg * 512u, c2_0, false, 32u);
+  subgroupMatrixStore(&sc, sg * 512u + 16u, c2_1, false, 32u);
+  write_pair(li, 2u, m0, n0, out_bat, rs, cs);
+  subgroupMatrixStore(&sc, sg * 512u, c3_0, false, 32u);
+  subgroupMatrixStore(&sc, sg * 512u + 16u, c3_1, false, 32u);
+  write_pair(li, 3u, m0, n0, out_bat, rs, cs);
 }
 
-// Between two barriers (the stores before it visible, sc free again after it): element li of each subgroup s's
-// fragment (i, j), at row wr_s + 16 i + li / 16, column wc_s + 16 j + li % 16 of the block.
-fn write_fragment(li: u32, i: u32, j: u32, m0: u32, n0: u32, bat: u32, out_bat: u32) {
+// Between two barriers (the stores before it visible, sc free again after it): of each subgroup s's 16 x 32 tile
+// (fragments (i, 0), (i, 1) side by side; block rows wr_s + 16 i.., columns wc_s..), rows 8 h + li / 32, column
+// li % 32. rs, cs: the row and column scales (main's).
+fn write_pair(li: u32, i: u32, m0: u32, n0: u32, out_bat: u32, rs: array<f32, 16>, cs: array<f32, 4>) {
   workgroupBarrier();
   for (var s = 0u; s < 8u; s = s + 1u) {
-    let gm = m0 + (s / 4u) * WM + 16u * i + li / 16u;
-    let gn = n0 + (s % 4u) * WN + 16u * j + li % 16u;
-    store_c(bat, out_bat, gm, gn, sc[s * 256u + li]);
+    for (var h = 0u; h < 2u; h = h + 1u) {
+      let r = 8u * h + li / 32u;
+      let col = li % 32u;
+      let gm = m0 + (s / 4u) * WM + 16u * i + r;
+      let gn = n0 + (s % 4u) * WN + col;
+      store_c(out_bat, gm, gn, sc[s * 512u + r * 32u + col] * rs[(s / 4u) * 8u + i * 2u + h] * cs[s % 4u]);
+    }
   }
   workgroupBarrier();
 }
 
-// One output: the scales undone, bias, accumulation, and the bounds check for blocks that overhang M or N.
-fn store_c(bat: u32, out_bat: u32, gm: u32, gn: u32, acc: f32) {
+// One output (its scales undone): bias, accumulation, and the bounds check for blocks that overhang M or N.
+fn store_c(out_bat: u32, gm: u32, gn: u32, acc: f32) {
   if (gm >= p.m || gn >= p.n) {
     return;
   }
   var v = acc;
-  if ((p.flags & 16u) != 0u) { v = v * pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
-  if (B_MODE == 0u && (p.flags & 32u) != 0u) { v = v * pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
   if ((p.flags & 1u) != 0u) {
     v = v + bias[p.bias_off + gn];
   }

@@ -4,17 +4,20 @@
 # accumulation and the power-of-two scaling. Values are small integers times powers of two, so every step is exact
 # (f16 rounding is not emulated). For checking edits to the kernel where no GPU has subgroup matrices:
 #   python3 src/ops/matmul/gemm_sm_emulate.py   (about a minute; prints "bad 0 of ..." per case)
-# staging, fragments, epilogue, strides, q4 modes, split-K, bias and accumulate against a plain product.
+# staging, fragments, epilogue, strides, q4 modes, split-K, bias and accumulate against a plain product. The kernel's
+# fast paths for tiles wholly inside (a_full, b_full) load the same elements without the bounds selects: emulated by
+# the checked path.
 import random, struct, sys
 BAD = [0]  # wrong outputs over every case: the exit status
-BM=BN=128; BK=32; SA=BK+8; SB=BN+8; WM=64; WN=32
+FULLS = [0]  # k-tiles wholly inside, whose fast-path indices were compared
+BM=BN=128; BK=32; SA=BK+8; SB=BN+8; SAT=BM+8; SBT=BK+8; WM=64; WN=32
 def f32bits(x): return struct.unpack('<I', struct.pack('<f', x))[0]
 def bitsf(b): return struct.unpack('<f', struct.pack('<I', b))[0]
 def pow2_of(bits):
     e = bits >> 23
     if bits == 0 or e >= 255: return 1.0
     return bitsf(min(max(e+1,1),252) << 23)
-def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False):
+def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False, A_T=False, B_T=False):
     gx, gy, gz = grid
     for wz in range(gz):
      for wy in range(gy):
@@ -31,34 +34,61 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                 e = li + t*256
                 gm = m0 + ((e//BK) if akf else (e % BM))
                 if A_VEC: gm = m0 + (li + (t % 4)*256)//(BK//4)
+                if A_T: gm = m0 + (li % (BM//4))*4 + t % 4
                 ainv[li,t] = 1.0
                 if (p['flags'] & 16) and gm < p['m']: ainv[li,t] = 1.0/pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
                 gn = n0 + ((e % BN) if bnf else (e // BK))
                 if B_VEC: gn = n0 + (li % (BN//4))*4 + t % 4
+                if B_T: gn = n0 + (li + (t % 4)*256)//(BK//4)
                 binv[li,t] = 1.0
                 if B_MODE == 0 and (p['flags'] & 32) and gn < p['n']: binv[li,t] = 1.0/pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
         acc = [[0.0]*BN for _ in range(BM)]  # the 8 subgroups' fragments together
         k0 = k_begin
         while k0 < k_end:
-            sa = [None]*(BM*SA); sb = [None]*(BK*SB)
+            sa = [None]*(BM*SA); sb = [None]*max(BK*SB, BN*SBT)
+            a_full = m0 + BM <= p['m'] and k0 + BK <= k_end; b_full = n0 + BN <= p['n'] and k0 + BK <= k_end
+            FULLS[0] += a_full + b_full
             for li in range(256):
+                for t in range(4 if A_T else 0):
+                    e = li + t*256; ak = e//(BM//4); am = (e % (BM//4))*4; gm, gk = m0+am, k0+ak
+                    assert (a_base + gk*p['a_sk'] + gm) % 4 == 0 or not (gm < p['m'] and gk < k_end)
+                    if a_full:  # the kernel's unchecked vec4 index
+                        assert (a_base + (k0 + e//(BM//4))*p['a_sk'] + m0 + (e % (BM//4))*4)//4 == (a_base + gk*p['a_sk'] + gm)//4
+                    for q in range(4):
+                        v = 0.0
+                        if gm < p['m'] and gk < k_end: v = a[a_base + gk*p['a_sk'] + gm + q] * ainv[li,q]
+                        sa[ak*SAT+am+q] = v
                 for t in range(4 if A_VEC else 0):
                     e = li + t*256; am = e//(BK//4); ak = (e % (BK//4))*4; gm, gk = m0+am, k0+ak
                     assert (a_base + gm*p['a_sm'] + gk) % 4 == 0 or not (gm < p['m'] and gk < k_end)
+                    if a_full:
+                        assert (a_base + (m0 + e//(BK//4))*p['a_sm'] + k0 + (e % (BK//4))*4)//4 == (a_base + gm*p['a_sm'] + gk)//4
                     for q in range(4):
                         v = 0.0
                         if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk + q] * ainv[li,t]
                         sa[am*SA+ak+q] = v
-                for t in range(0 if A_VEC else 16):
+                for t in range(0 if A_VEC or A_T else 16):
                     e = li + t*256
                     am = (e//BK) if akf else (e % BM); ak = (e % BK) if akf else (e // BM)
                     gm, gk = m0+am, k0+ak
                     v = 0.0
                     if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk*p['a_sk']] * ainv[li,t]
                     sa[am*SA+ak] = v
-                if B_MODE == 0 and B_VEC:
+                if B_MODE == 0 and B_T:
+                    for t in range(4):
+                        e = li + t*256; bn = e//(BK//4); bk = (e % (BK//4))*4; gn, gk = n0+bn, k0+bk
+                        assert (b_base + gn*p['b_sn'] + gk) % 4 == 0 or not (gn < p['n'] and gk < k_end)
+                        if b_full:
+                            assert (b_base + (n0 + e//(BK//4))*p['b_sn'] + k0 + (e % (BK//4))*4)//4 == (b_base + gn*p['b_sn'] + gk)//4
+                        for q in range(4):
+                            v = 0.0
+                            if gn < p['n'] and gk < k_end: v = b[b_base + gn*p['b_sn'] + gk + q] * binv[li,t]
+                            sb[bn*SBT+bk+q] = v
+                elif B_MODE == 0 and B_VEC:
                     for t in range(4):
                         e = li + t*256; bk = e//(BN//4); bn = (e % (BN//4))*4; gn, gk = n0+bn, k0+bk
+                        if b_full:
+                            assert (b_base + (k0 + e//(BN//4))*p['b_sk'] + n0 + (e % (BN//4))*4)//4 == (b_base + gk*p['b_sk'] + gn)//4
                         for q in range(4):
                             v = 0.0
                             if gn < p['n'] and gk < k_end: v = b[b_base + gk*p['b_sk'] + gn + q] * binv[li,q]
@@ -77,7 +107,7 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                         gn = n0+bn; gk = k0 + wq*8; w = 0x88888888; s = 0.0
                         if gn < p['n'] and gk < k_end:
                             w = b[gn*p['q_words'] + gk//8]; s = scales[(gk//p['group_size'])*p['q_rows'] + gn]
-                        for j in range(8): sb[(wq*8+j)*SB + bn] = (((w >> (4*j)) & 15) - 8.0)*s
+                        for j in range(8): sb[bn*SBT + wq*8 + j] = (((w >> (4*j)) & 15) - 8.0)*s  # [n][k] (B_NK)
                 else:
                     for t in range(2):
                         i = li + t*256; bk = i // (BN//8); wq = i % (BN//8)
@@ -95,26 +125,39 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                                 for cc in range(16):
                                     s_ = 0.0
                                     for q in range(16):
-                                        l = sa[(wr+16*fi)*SA + kk + r*SA + q]
-                                        rr = sb[kk*SB + wc + 16*fj + q*SB + cc]
+                                        # A_T: a column-major fragment at k*SAT + row, stride SAT
+                                        l = sa[kk*SAT + wr+16*fi + q*SAT + r] if A_T else sa[(wr+16*fi)*SA + kk + r*SA + q]
+                                        # B_NK (B_T, q4 mode 1): a column-major fragment at col*SBT + k, stride SBT
+                                        rr = sb[(wc+16*fj)*SBT + kk + cc*SBT + q] if (B_T or B_MODE == 1) else sb[kk*SB + wc + 16*fj + q*SB + cc]
                                         s_ += l*rr
                                     acc[wr+16*fi+r][wc+16*fj+cc] += s_
             k0 += BK
-        # epilogue as the kernel: sc[s*256 + li] = fragment (i,j) of subgroup s, element li (row li/16, col li%16)
+        # epilogue as the kernel: per round i, sc[s*512 + r*32 + col] = row r, column col of subgroup s's fragments
+        # (i, 0) and (i, 1) side by side; thread li writes rows 8h + li/32, column li%32; scales read first
+        rs = {}; cs = {}
+        for li in range(256):
+            for q in range(16):
+                gm = m0 + (q//8)*WM + 16*((q//2)%4) + 8*(q%2) + li//32
+                rs[li,q] = 1.0
+                if (p['flags'] & 16) and gm < p['m']: rs[li,q] = pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
+            for q in range(4):
+                gn = n0 + q*WN + li%32
+                cs[li,q] = 1.0
+                if B_MODE == 0 and (p['flags'] & 32) and gn < p['n']: cs[li,q] = pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
         for fi in range(4):
-            for fj in range(2):
-                sc = [None]*2048
-                for sg in range(8):
-                    wr = (sg//4)*WM; wc = (sg%4)*WN
+            sc = [None]*4096
+            for sg in range(8):
+                wr = (sg//4)*WM; wc = (sg%4)*WN
+                for fj in range(2):  # subgroupMatrixStore at sg*512 + 16 fj, stride 32
                     for r in range(16):
-                        for cc in range(16): sc[sg*256 + r*16 + cc] = acc[wr+16*fi+r][wc+16*fj+cc]
-                for li in range(256):
-                    for s in range(8):
-                        gm = m0 + (s//4)*WM + 16*fi + li//16; gn = n0 + (s%4)*WN + 16*fj + li%16
+                        for cc in range(16): sc[sg*512 + 16*fj + r*32 + cc] = acc[wr+16*fi+r][wc+16*fj+cc]
+            for li in range(256):
+                for s in range(8):
+                    for h in range(2):
+                        r = 8*h + li//32; col = li % 32
+                        gm = m0 + (s//4)*WM + 16*fi + r; gn = n0 + (s%4)*WN + col
+                        v = sc[s*512 + r*32 + col] * rs[li,(s//4)*8 + fi*2 + h] * cs[li,s%4]
                         if gm >= p['m'] or gn >= p['n']: continue
-                        v = sc[s*256+li]
-                        if p['flags'] & 16: v *= pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
-                        if B_MODE == 0 and p['flags'] & 32: v *= pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
                         if p['flags'] & 1: v += bias[p['bias_off'] + gn]
                         at = p['c_off'] + (out_bat*p['m'] + gm)*p['n'] + gn
                         if p['flags'] & 2: v += c[at]
@@ -150,17 +193,19 @@ def check(name, M, N, K, batch=1, a_t=False, b_t=False, bias=False, acc=False, s
     gx, gy = (N + 127)//128, (M + 127)//128
     av = K % 4 == 0 and a_sk == 1 and a_off % 4 == 0 and a_sm % 4 == 0 and a_sb % 4 == 0
     bv = N % 4 == 0 and b_sn == 1 and b_off % 4 == 0 and b_sk % 4 == 0 and b_sb % 4 == 0
-    print(name, "a_vec", av, "b_vec", bv, end=" ")
+    bt = not bv and K % 4 == 0 and b_sk == 1 and b_off % 4 == 0 and b_sn % 4 == 0 and b_sb % 4 == 0
+    at = not av and M % 4 == 0 and a_sm == 1 and a_off % 4 == 0 and a_sk % 4 == 0 and a_sb % 4 == 0
+    print(name, "a_vec", av, "a_t", at, "b_vec", bv, "b_t", bt, end=" ")
     if split:
         chunks = (K + split - 1)//split
         part = [float('nan')]*(chunks*M*N)
         p['k_chunk'] = split; p['flags'] &= ~2; p['c_off'] = 0
-        run(p, a, b, None, biasv, part, amax, 0, (gx, gy, chunks), av, bv)
+        run(p, a, b, None, biasv, part, amax, 0, (gx, gy, chunks), av, bv, at, bt)
         for i in range(M*N):
             s = sum(part[z*M*N + i] for z in range(chunks))
             c[1 + i] = s + (c[1+i] if acc else 0)
     else:
-        run(p, a, b, None, biasv, c, amax, 0, (gx, gy, batch), av, bv)
+        run(p, a, b, None, biasv, c, amax, 0, (gx, gy, batch), av, bv, at, bt)
     bad = 0
     for bb in range(batch):
         for i in range(M):
@@ -180,6 +225,12 @@ check("vec 132x40x136 bias", 132, 136, 40, bias=True, a_off=4, b_off=8)
 check("vec batch 2 acc", 20, 36, 44, batch=2, acc=True, a_off=0, b_off=4)
 check("vec split-K 64", 12, 20, 200, split=64, a_off=0, b_off=0)
 check("vec A, B transposed", 30, 33, 20, b_t=True, a_off=0)
+check("A_T 132x36x140 bias, vec B", 132, 140, 36, a_t=True, bias=True, a_off=4, b_off=8)
+check("A_T batch 2 acc, B transposed", 20, 30, 44, batch=2, a_t=True, b_t=True, acc=True, a_off=0)
+check("A_T split-K 64", 12, 20, 200, a_t=True, split=64, a_off=0, b_off=0)
+check("B_T 33x76x130 bias", 33, 130, 76, b_t=True, bias=True, a_off=4, b_off=0)
+check("A_T, B_T batch 2 acc", 132, 20, 44, batch=2, a_t=True, b_t=True, acc=True, a_off=0, b_off=4)
+check("B_T split-K 64", 12, 20, 200, b_t=True, split=64, a_off=0, b_off=0)
 random.seed(2)
 def q4(nw, kw, g):
     words = (kw + 7)//8
@@ -217,4 +268,5 @@ check_q4(1, 5, 13, 37, 8)
 check_q4(2, 5, 37, 13, 8)
 check_q4(1, 33, 140, 70, 32)
 check_q4(2, 33, 70, 140, 32)
-sys.exit(1 if BAD[0] else 0)
+print('interior k-tile loads checked:', FULLS[0])
+sys.exit(1 if BAD[0] or not FULLS[0] else 0)

@@ -145,6 +145,44 @@ TEST(Mixed, TransposedViewsBatchesBiasAndAccumulation) {
   EXPECT_TRUE(mixed_close(g.to_host_f32(), transpose(dy), xx, g0.data)) << "dW accumulated";
 }
 
+// A column-major A (m stride 1) aligned to 4 floats takes the A_T variant (vec4 loads along m, a [k][m] tile read as
+// column-major fragments): M a multiple of 4 past the block, k not a multiple of 32; split along k; batches; dW.
+// A column-major B (k stride 1) so aligned takes B_T, the same along k.
+TEST(Mixed, ColumnMajorOperandsWithVec4Loads) {
+  SKIP_WITHOUT_MIXED();
+  const int64_t M = 132, K = 75, N = 140;
+  const auto at = random_host({K, M}), b = random_host({K, N});
+  const Tensor a = up(at).transpose(0, 1);
+  EXPECT_TRUE(mixed_close(ops::mm(a, up(b)).to_host_f32(), transpose(at), b)) << "mm";
+  mixed_device().impl().split_k = 1;
+  const auto split = ops::mm(a, up(b)).to_host_f32();
+  mixed_device().impl().split_k = 0;
+  EXPECT_TRUE(mixed_close(split, transpose(at), b)) << "split along k";
+  const int64_t B = 2;
+  const auto a3 = random_host({B, 40, 36}), b3 = random_host({B, 40, 70});  // a[i] = a3[i]^T: 36 x 40
+  const auto c3 = ops::bmm(up(a3).transpose(1, 2), up(b3)).to_host_f32();
+  for (int64_t i = 0; i < B; ++i) {
+    ref::HostTensor ai({40, 36}), bi({40, 70});
+    std::copy_n(a3.data.begin() + i * 40 * 36, 40 * 36, ai.data.begin());
+    std::copy_n(b3.data.begin() + i * 40 * 70, 40 * 70, bi.data.begin());
+    EXPECT_TRUE(
+        mixed_close(std::vector<float>(c3.begin() + i * 36 * 70, c3.begin() + (i + 1) * 36 * 70), transpose(ai), bi))
+        << "bmm batch " << i;
+  }
+  // B column-major too (B_T: vec4s along k, K a multiple of 4), and with A row-major: x W^T of an f32 weight.
+  const int64_t K4 = 76;
+  const auto at4 = random_host({K4, M}), bt4 = random_host({N, K4});
+  EXPECT_TRUE(mixed_close(ops::mm(up(at4).transpose(0, 1), up(bt4).transpose(0, 1)).to_host_f32(), transpose(at4),
+                          transpose(bt4)))
+      << "A and B column-major";
+  const auto x = random_host({33, K4}), w = random_host({129, K4});
+  EXPECT_TRUE(mixed_close(ops::mm(up(x), up(w).transpose(0, 1)).to_host_f32(), x, transpose(w))) << "x W^T";
+  const auto dy = random_host({300, 68}), xx = random_host({300, 52}), g0 = random_host({68, 52});
+  const Tensor g = up(g0);
+  ops::linear_dW(up(dy), up(xx), &g);
+  EXPECT_TRUE(mixed_close(g.to_host_f32(), transpose(dy), xx, g0.data)) << "dW accumulated";
+}
+
 // The reason for the scaling: gradients of 1e-7 would be f16 subnormals or zeros, and 3e4 x 3e4 products overflow
 // f16; scaled by powers of two per row and column they keep f16's 11 bits, and rows of any magnitude mix.
 TEST(Mixed, RowsAndColumnsFarOutsideF16sRangeKeepTheirPrecision) {
@@ -215,6 +253,33 @@ TEST(MixedAbsmax, RowMaximaAreExact) {
         for (int64_t l = 0; l < L; ++l) xt.data[(b * L + l) * R + r] = x.data[(b * R + r) * L + l];
     EXPECT_EQ(ops::detail::row_absmax(test::upload(xt).transpose(1, 2)).to_host_f32(), want) << "transposed view";
   }
+}
+
+// Every variant gemm_sm can pick renders (no placeholder missing or left unused, every value declared), and sits at
+// the index gemm_sm computes for it. Runs everywhere: the rendering needs no device.
+TEST(MixedVariants, EveryVariantRendersAtItsIndex) {
+  const auto& variants = ops::detail::gemm_sm_variants();
+  ASSERT_EQ(variants.size(), 27u);
+  const std::string_view source = wgtrain::detail::kernel_source("matmul/gemm_sm");
+  const auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  for (int mode = 0; mode < 3; ++mode)
+    for (int am = 0; am < 3; ++am)
+      for (int bm = 0; bm < 3; ++bm) {
+        SCOPED_TRACE("mode " + std::to_string(mode) + " A form " + std::to_string(am) + " B form " +
+                     std::to_string(bm));
+        std::string text;
+        const auto& defs = variants[mode * 9 + am * 3 + bm];
+        ASSERT_NO_THROW(text = wgtrain::detail::render_kernel("matmul/gemm_sm", source, defs));
+        const auto has = [&](const std::string& s) { return text.find(s) != std::string::npos; };
+        EXPECT_TRUE(has("const B_MODE: u32 = " + std::to_string(mode) + "u;"));
+        EXPECT_TRUE(has("const A_VEC: bool = " + b(am == 1) + ";"));
+        EXPECT_TRUE(has("const A_T: bool = " + b(am == 2) + ";"));
+        EXPECT_TRUE(has("const B_VEC: bool = " + b(bm == 1) + ";"));
+        EXPECT_TRUE(has("const B_T: bool = " + b(bm == 2) + ";"));
+        EXPECT_TRUE(has(std::string("var<storage, read> a: array<") + (am ? "vec4<f32>" : "f32") + ">;"));
+        const std::string b_type = mode ? "u32" : bm ? "vec4<f32>" : "f32";
+        EXPECT_TRUE(has("var<storage, read> b: array<" + b_type + ">;"));
+      }
 }
 
 TEST(MixedPrecision, NamesAndDeviceChecks) {
