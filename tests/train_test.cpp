@@ -87,7 +87,11 @@ TEST(Train, OnBrownThenFineTunedOnFortunesThenSampled) {
   o.model = write_config(kSmallModel);
   o.data = "brown";
   o.out_dir = scratch("brown").string();
-  o.steps = 250;
+  // 400, not 250: this model leaves the unigram plateau somewhere between step 90 and past step 250 depending on
+  // nothing but rounding (measured 2026-12-04: the same 250-step run escaped near step 90 with the row attention
+  // kernels, near 200 with the tiled ones, and not at all with the tiled dS path, which escaped near 90 in a
+  // 400-step schedule). The test is about training working, not about when a chaotic escape happens.
+  o.steps = 400;
   o.batch_size = 16;
   o.seq_len = 64;
   o.lr = 1e-2;
@@ -114,7 +118,7 @@ TEST(Train, OnBrownThenFineTunedOnFortunesThenSampled) {
     std::ifstream csv(fs::path(dir) / "loss.csv");
     int rows = 0;
     for (std::string line; std::getline(csv, line);) ++rows;
-    EXPECT_EQ(rows, 1 + 1 + 250);
+    EXPECT_EQ(rows, 1 + 1 + 400);
   }
   {
     SCOPED_TRACE("fine-tuning on the fortunes");

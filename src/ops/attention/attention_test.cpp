@@ -99,7 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 33, 40, 3, 3, 48, true},    // offset 7, hd 48, views
                       Case{2, 9, 9, 6, 2, 6, false},      // hd 6: scalar loads; GQA 3:1
                       Case{2, 1, 50, 4, 1, 32, true},     // one decoded token against a 50-position cache
-                      Case{1, 70, 70, 5, 5, 64, true}));  // base's layout (H = KV here), views
+                      Case{1, 70, 70, 5, 5, 64, true},    // base's layout (H = KV here), views
+                      Case{16, 64, 64, 4, 2, 16, false}));  // the long training test's model
 
 // The composite path the model used before (heads permuted out, KV heads expanded, scores materialised, causal
 // softmax, bmm), through autograd: the fused op must give its values and gradients. Square (L = T) or one query.
@@ -184,7 +185,8 @@ TEST(Attention, EveryVariantMatchesTheReference) {
     // hd 6: scalar loads, 2 vec4s split over 8 or 16 invocations (clamped columns), and small enough for every
     // entry to fit a 32 KiB device.
     for (const Case& c : {Case{2, 67, 70, 4, 2, 64, true},  // offset 3, GQA 2:1, views; T past a block
-                          Case{1, 37, 37, 3, 1, 6, false}}) {  // GQA 3:1
+                          Case{1, 37, 37, 3, 1, 6, false},     // GQA 3:1
+                          Case{16, 64, 64, 4, 2, 16, false}}) {  // the long training test's model
       SCOPED_TRACE(testing::PrintToString(c) + " variant " + std::to_string(force));
       ForceVariant fv(force);
       const double scale = scale_for(c);
