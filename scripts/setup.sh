@@ -18,7 +18,7 @@ packages=(
   glslc libvulkan-dev mesa-vulkan-drivers      # the native Vulkan backend: shader compiler, loader, lavapipe
   libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 # Mesa llvmpipe: Dawn's OpenGL backend without a GPU
   fortunes                                     # a second training corpus (fine-tuning domain)
-  ca-certificates openssl
+  ca-certificates openssl curl                 # curl: PCRE2's source from Debian's archive (below)
   emscripten chromium                          # the browser build (web/) and its tests in headless Chromium
 )
 command -v npm >/dev/null 2>&1 || packages+=(npm)
