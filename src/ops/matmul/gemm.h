@@ -18,6 +18,11 @@ struct GemmB {
 void gemm(const char* op, const Tensor& a, const GemmB& b, int64_t n, const Tensor* bias, const Tensor& c,
           bool accumulate);
 
+// The second pass of a split-K product (split_sum.wgsl): c[M, N] (+)= the sum of part's `splits` partial tiles
+// [splits, M, N] in a fixed order; gemm and gemm_sm both end with it.
+void sum_split_parts(const char* op, const Tensor& part, const Tensor& c, int64_t splits, int64_t outputs,
+                     bool accumulate);
+
 // Mixed precision (wgtrain/precision.h): gemm runs gemm_sm.wgsl, f16 products on subgroup matrices, where this is
 // empty; otherwise it says what the device lacks ("offers no shader-f16", ...).
 std::string gemm_sm_missing(const DeviceImpl& dev);

@@ -191,13 +191,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
                   {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {part.storage()->buffer},
                    {amax_buf}},
                   gx, gy, u32(splits, "splits")});
-    struct alignas(16) SplitParams {
-      uint32_t n, splits, c_off, pad;
-    } sp{u32(M * N, "outputs"), u32(splits, "splits"), u32(c.offset(), "offset"), 0};
-    static const wgtrain::detail::KernelDefs sum_variants[2] = {{{"ACCUMULATE", "false"}}, {{"ACCUMULATE", "true"}}};
-    const auto& sum_pipe = dev.pipeline("matmul/split_sum", sum_variants[accumulate ? 1 : 0]);
-    const auto [sx, sy] = dev.grid((static_cast<uint64_t>(M * N) + 255) / 256);
-    dev.dispatch({op, &sum_pipe, &sp, sizeof sp, {{part.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
+    sum_split_parts(op, part, c, splits, M * N, accumulate);
     return;
   }
   for (int64_t b0 = 0; b0 < batch; b0 += maxz) {

@@ -59,6 +59,18 @@ const wgtrain::detail::KernelDefs& gemm_variant(int tm, GemmB::Mode mode, bool a
 
 namespace detail {
 
+void sum_split_parts(const char* op, const Tensor& part, const Tensor& c, int64_t splits, int64_t outputs,
+                     bool accumulate) {
+  DeviceImpl& dev = c.device_impl();
+  struct alignas(16) SplitParams {
+    uint32_t n, splits, c_off, pad;
+  } sp{u32(outputs, "outputs"), u32(splits, "splits"), u32(c.offset(), "offset"), 0};
+  static const wgtrain::detail::KernelDefs sum_variants[2] = {{{"ACCUMULATE", "false"}}, {{"ACCUMULATE", "true"}}};
+  const auto& sum_pipe = dev.pipeline("matmul/split_sum", sum_variants[accumulate ? 1 : 0]);
+  const auto [sx, sy] = dev.grid((static_cast<uint64_t>(outputs) + 255) / 256);
+  dev.dispatch({op, &sum_pipe, &sp, sizeof sp, {{part.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
+}
+
 void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Tensor* bias, const Tensor& c,
           bool accumulate) {
   DeviceImpl& dev = a.device_impl();
@@ -126,13 +138,7 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
     dev.dispatch({op, &pipe, &p, sizeof p,
                   {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {part.storage()->buffer}},
                   gx, gy, u32(splits, "splits")});
-    struct alignas(16) SplitParams {
-      uint32_t n, splits, c_off, pad;
-    } sp{u32(M * N, "outputs"), u32(splits, "splits"), u32(c.offset(), "offset"), 0};
-    static const wgtrain::detail::KernelDefs sum_variants[2] = {{{"ACCUMULATE", "false"}}, {{"ACCUMULATE", "true"}}};
-    const auto& sum_pipe = dev.pipeline("matmul/split_sum", sum_variants[accumulate ? 1 : 0]);
-    const auto [sx, sy] = dev.grid((static_cast<uint64_t>(M * N) + 255) / 256);
-    dev.dispatch({op, &sum_pipe, &sp, sizeof sp, {{part.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
+    sum_split_parts(op, part, c, splits, M * N, accumulate);
     return;
   }
   for (int64_t b0 = 0; b0 < batch; b0 += maxz) {
