@@ -27,19 +27,7 @@ const SN: u32 = BN / TX;
 const OC: u32 = (HD4 + TX - 1u) / TX;
 const KS: u32 = HD4 + 1u;
 
-// A score's accumulator: a vec4 of partial sums (summed at the end) or, with DOT, the sum itself.
-{{#DOT}}
-alias SA = f32;
-fn mac(a: vec4<f32>, b: vec4<f32>, acc: f32) -> f32 {
-  return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
-}
-fn total(acc: f32) -> f32 { return acc; }
-{{/DOT}}
-{{^DOT}}
-alias SA = vec4<f32>;
-fn mac(a: vec4<f32>, b: vec4<f32>, acc: vec4<f32>) -> vec4<f32> { return fma(a, b, acc); }
-fn total(acc: vec4<f32>) -> f32 { return hsum(acc); }
-{{/DOT}}
+{{>attention/score_acc}}
 
 {{>attention/params}}
 
