@@ -299,5 +299,28 @@ TEST(KernelsCli, AnyCommandDumpsThroughTheEnvironment) {
   fs::remove(out);
 }
 
+// WGTRAIN_KERNEL_OVERRIDES: a file named after a kernel replaces its text (for timing a changed kernel without a
+// rebuild), only while the variable is set; names that are not kernels stay errors.
+TEST(KernelOverride, AFileNamedAfterAKernelReplacesItsTextWhileTheVariableIsSet) {
+  const fs::path dir = fs::temp_directory_path() / ("wgtrain-override-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string embedded(detail::kernel_source("fused_ce/count"));
+  const std::string text = "// replaced\n" + embedded;
+  std::ofstream(dir / "fused_ce.count.wgsl") << text;
+  ASSERT_EQ(::setenv(detail::kKernelOverridesEnv, dir.c_str(), 1), 0);
+  testing::internal::CaptureStderr();
+  const std::string got(detail::kernel_source("fused_ce/count"));
+  const std::string said = testing::internal::GetCapturedStderr();
+  const std::string other(detail::kernel_source("fused_ce/finish"));  // no file: the embedded text
+  EXPECT_THROW(detail::kernel_source("fused_ce/none"), Error);
+  ::unsetenv(detail::kKernelOverridesEnv);
+  EXPECT_EQ(got, text);
+  EXPECT_NE(said.find("fused_ce/count from " + (dir / "fused_ce.count.wgsl").string()), std::string::npos) << said;
+  EXPECT_EQ(other, std::string(detail::kernel_source("fused_ce/finish")));
+  EXPECT_EQ(std::string(detail::kernel_source("fused_ce/count")), embedded);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace wgtrain
+

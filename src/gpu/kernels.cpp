@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -18,9 +20,41 @@
 
 namespace wgtrain::detail {
 
+namespace {
+
+// WGTRAIN_KERNEL_OVERRIDES=DIR: a file DIR/<name with '/' as '.'>.wgsl (matmul.gemm_sm.wgsl) replaces the embedded
+// kernel of that name, for timing a changed kernel on a GPU machine without rebuilding there. Each replacement is
+// said on stderr once; the texts are kept for the process (kernel_source hands out views).
+std::optional<std::string_view> kernel_override(std::string_view name) {
+  static std::mutex mu;
+  static std::map<std::string, std::optional<std::string>, std::less<>> texts;
+  const char* dir = std::getenv(kKernelOverridesEnv);
+  if (!dir || !*dir) return std::nullopt;
+  std::lock_guard lock(mu);
+  auto it = texts.find(name);
+  if (it == texts.end()) {
+    std::string file = std::string(dir) + "/" + std::string(name) + ".wgsl";
+    std::replace(file.begin() + static_cast<std::ptrdiff_t>(std::strlen(dir)) + 1, file.end() - 5, '/', '.');
+    std::optional<std::string> text;
+    if (std::ifstream in(file, std::ios::binary); in) {
+      text = std::string(std::istreambuf_iterator<char>(in), {});
+      std::fprintf(stderr, "wgtrain: kernel %s from %s (%s)\n", std::string(name).c_str(), file.c_str(),
+                   kKernelOverridesEnv);
+    }
+    it = texts.emplace(std::string(name), std::move(text)).first;
+  }
+  if (!it->second) return std::nullopt;
+  return std::string_view(*it->second);
+}
+
+}  // namespace
+
 std::string_view kernel_source(std::string_view name) {
   for (const auto& k : embedded_kernels())
-    if (name == k.name) return k.source;
+    if (name == k.name) {
+      if (auto text = kernel_override(name)) return *text;
+      return k.source;
+    }
   throw Error("no embedded WGSL kernel named '" + std::string(name) + "'");
 }
 

@@ -22,7 +22,10 @@ struct EmbeddedKernel {
 
 // All embedded WGSL kernels (generated), in name order.
 std::vector<EmbeddedKernel> embedded_kernels();
-// The source of one kernel; throws Error if there is none of that name.
+// The source of one kernel; throws Error if there is none of that name. Where the environment names a directory in
+// WGTRAIN_KERNEL_OVERRIDES holding <name, '/' as '.'>.wgsl, that file's text instead (said on stderr): a developer's
+// way to time a changed kernel without a rebuild. Only kernels that exist can be replaced.
+inline constexpr const char* kKernelOverridesEnv = "WGTRAIN_KERNEL_OVERRIDES";
 std::string_view kernel_source(std::string_view name);
 
 // Renders a variant of a WGSL kernel. The template language, small on purpose:
