@@ -17,9 +17,13 @@ struct alignas(16) SmParams {
   uint32_t b_off, b_sb, b_sk, b_sn;
   uint32_t bias_off, flags, q_words, q_rows;
   uint32_t group_size, c_off, k_chunk, sa_off;
-  uint32_t sb_off, pad0, pad1, pad2;
+  uint32_t sb_off, r_sn, r_sb, padded;
 };
 static_assert(sizeof(SmParams) == 96);
+
+struct alignas(16) CropParams {
+  uint32_t total, m, n, splits, cols_p, block, c_off, pad;
+};
 
 struct alignas(16) AbsmaxParams {
   uint32_t rows, len, off, sb, sr, sl, out_off, pad;
@@ -67,9 +71,8 @@ std::string gemm_sm_missing(const DeviceImpl& dev) {
   if (dev.info.subgroup_min != 32 || dev.info.subgroup_max != 32)
     return "has subgroups of " + std::to_string(dev.info.subgroup_min) + ".." + std::to_string(dev.info.subgroup_max) +
            " lanes (the kernel needs 32)";
-  // gemm_sm.wgsl's workgroup memory: the f16 tiles of A (128 x 40) and B (128 x 40 with B_T, else 32 x 136), and 16
-  // f32 fragments.
-  constexpr uint32_t kWorkgroupBytes = 128 * 40 * 2 + 128 * 40 * 2 + 16 * 256 * 4;
+  // gemm_sm.wgsl's workgroup memory: the f16 tiles of A (128 x 40) and B (128 x 40 with B_T, else 32 x 136).
+  constexpr uint32_t kWorkgroupBytes = 128 * 40 * 2 + 128 * 40 * 2;
   if (dev.limits.max_workgroup_storage < kWorkgroupBytes)
     return "allows " + std::to_string(dev.limits.max_workgroup_storage) + " bytes of workgroup memory (the kernel needs " +
            std::to_string(kWorkgroupBytes) + ")";
@@ -181,19 +184,37 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
                                    ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software,
                                                   kDepth)
                                    : SplitK{1, K};
-  if (splits > 1) {
-    const Tensor part = new_tensor(dev, {splits, M, N}, DType::F32);
-    p.k_chunk = u32(chunk, "k chunk");
-    p.flags &= ~2u;
-    p.c_off = 0;
-    p.batch0 = 0;
-    dev.dispatch({op, &pipe, &p, sizeof p,
-                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {part.storage()->buffer},
-                   {amax_buf}},
-                  gx, gy, u32(splits, "splits")});
-    sum_split_parts(op, part, c, splits, M * N, accumulate);
+  // The kernel stores whole 16 x 16 fragments: straight into c where none straddles an edge and c's offset keeps them
+  // 16-byte aligned, nothing is accumulated and there is one chunk; else into a padded buffer of whole blocks that
+  // sm_crop.wgsl sums, crops and adds into c.
+  const bool direct = splits == 1 && !accumulate && M % 16 == 0 && N % 16 == 0 && c.offset() % 4 == 0;
+  if (!direct) {
+    const int64_t rows_p = static_cast<int64_t>(gy) * kBlock, cols_p = static_cast<int64_t>(gx) * kBlock;
+    const int64_t blocks = splits > 1 ? splits : batch;
+    const Tensor padded = new_tensor(dev, {blocks, rows_p, cols_p}, DType::F32);
+    p.k_chunk = splits > 1 ? u32(chunk, "k chunk") : 0;
+    p.c_off = u32(padded.offset(), "offset");
+    p.r_sn = u32(cols_p, "padded columns");
+    p.r_sb = u32(rows_p * cols_p, "padded block");
+    p.padded = 1;
+    const int64_t zs = splits > 1 ? splits : batch;
+    for (int64_t z0 = 0; z0 < zs; z0 += maxz) {
+      p.batch0 = static_cast<uint32_t>(z0);
+      dev.dispatch({op, &pipe, &p, sizeof p,
+                    {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {padded.storage()->buffer},
+                     {amax_buf}},
+                    gx, gy, static_cast<uint32_t>(std::min(maxz, zs - z0))});
+    }
+    CropParams cp{u32(batch * M * N, "output elements"), p.m, p.n, u32(splits, "splits"), p.r_sn, p.r_sb,
+                  u32(c.offset(), "offset"), 0};
+    static const wgtrain::detail::KernelDefs crop_variants[2] = {{{"ACCUMULATE", "false"}}, {{"ACCUMULATE", "true"}}};
+    const auto& crop = dev.pipeline("matmul/sm_crop", crop_variants[accumulate ? 1 : 0]);
+    const auto [sx, sy] = dev.grid((static_cast<uint64_t>(batch * M * N) + 255) / 256);
+    dev.dispatch({op, &crop, &cp, sizeof cp, {{padded.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
     return;
   }
+  p.r_sn = p.n;
+  p.r_sb = u32(M * N, "output elements");
   for (int64_t b0 = 0; b0 < batch; b0 += maxz) {
     p.batch0 = static_cast<uint32_t>(b0);
     const uint32_t gz = static_cast<uint32_t>(std::min(maxz, batch - b0));

@@ -12,12 +12,17 @@
 // lane is taken as local_invocation_index / 32 (as there), which needs subgroups of 32 (NVIDIA).
 // chromium_disable_uniformity_analysis: Tint otherwise rejects subgroupMatrixLoad/Store offsets that depend on the
 // invocation (the subgroup's tile), though they are uniform across each subgroup.
-// Edges: loads outside M, N or K take zeros, so the fragments always see whole tiles; the results go through
-// workgroup memory, two fragments at a time, to an epilogue that checks bounds and applies the scales, bias and
-// accumulation.
+// Edges: loads outside M, N or K take zeros, so the fragments always see whole tiles.
+// The results: each subgroup stores its fragments straight to memory (no tile of results in workgroup memory: on the
+// H200 16 KiB more of it per workgroup cost 40% of the speed, run n), still scaled; then, after a storage barrier,
+// the workgroup reads its block back (from cache) and writes it again with the scales undone and the bias added.
+// Into c itself where M and N are multiples of 16 (no fragment straddles an edge) and nothing is accumulated, else
+// into a padded buffer [z][grid rows * 128][grid columns * 128] that sm_crop.wgsl then adds or copies into c (it also
+// sums split-K's chunks).
 //
 // @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W (gemm.wgsl's)
-// @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats and K too: loaded as vec4s
+// @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats and K too: loaded as vec4s, a
+//   thread's 4 of a k-tile from one row (one row scale a thread: 4 kept in registers cost 40% on the H200, run n)
 // @variant A_T {true|false} A column-major (m stride 1) with k stride, offset and M multiples of 4 (the weight
 //   gradient's dy^T, transposed views): loaded as vec4s along m into a [k][m] tile, read as column-major fragments
 // @variant A_V4 {true|false} A_VEC or A_T: A is bound as vec4s
@@ -82,9 +87,9 @@ struct Params {
   k_chunk: u32,
   sa_off: u32,      // absmax bits of A's rows: absmax[sa_off + batch * m + row]
   sb_off: u32,      // of B's columns: absmax[sb_off + batch * n + col]
-  _pad0: u32,
-  _pad1: u32,
-  _pad2: u32,
+  r_sn: u32,        // where results go: row stride (N in c, grid columns * 128 in a padded buffer)
+  r_sb: u32,        // and the stride of wid.z (batch or split-K chunk)
+  padded: u32,      // 1: c is the padded buffer (no bounds but the scales' and bias's), else c itself
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -97,7 +102,6 @@ struct Params {
 
 var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k] ([k][m], BK * SAT, with A_T)
 var<workgroup> sb: array<f16, SB_SIZE>;  // B's tile [k][n] (BK * SB), or [n][k] with B_NK (BN * SBT)
-var<workgroup> sc: array<f32, 4096>;  // the epilogue: two 16 x 16 fragments of each subgroup
 
 // Accessors by f32 index (load_a1, load_b1), vec4 index (load_a4, load_b4) or u32 word (load_bw): every variant
 // defines all of them, so that the code below type-checks whatever A and B are bound as.
@@ -174,15 +178,16 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   // neighbouring addresses (along k where A's k stride is 1, else along m; along n where B's n stride is 1); with
   // vec4 loads, vec4s li + 256 t, t < 4, of rows of BK / 4 (A) or BN / 4 (B) vec4s. Those positions are the same in
   // every k-tile, so the reciprocal scales of their rows and columns are read once. (A vec4 of B spans 4 columns,
-  // the same 4 for every t: binv[0..3]; so does a vec4 of A with A_T: ainv[0..3]. A vec4 of A_VEC or B_T lies in
-  // one row or column: ainv[t], binv[t].)
+  // the same 4 for every t: binv[0..3]; so does a vec4 of A with A_T: ainv[0..3]. With A_VEC a thread's 4 vec4s
+  // lie in row li / 2, vec4s (li % 2) 4 + t of its k-tile: ainv[0]. A vec4 of B_T lies in one column: binv[t].
+  // (B_T taken as A_VEC is, a column a thread, ran 20% slower on the H200: 16-byte pieces 2 threads apart.)
   // Only as many as the variant uses (4 for vec4 loads), since they stay live in registers through the k-loop.
   var ainv: array<f32, NA>;
   var binv: array<f32, NB>;
   for (var t = 0u; t < NA; t = t + 1u) {
     let e = li + t * 256u;
     var gm = m0 + select(e % BM, e / BK, a_kfast);
-    if (A_VEC) { gm = m0 + (li + t * 256u) / (BK / 4u); }
+    if (A_VEC) { gm = m0 + li / 2u; }
     if (A_T) { gm = m0 + (li % (BM / 4u)) * 4u + t; }
     ainv[t] = 1.0;
     if (a_scaled && gm < p.m) { ainv[t] = 1.0 / pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
@@ -235,14 +240,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
       }
     } else if (A_VEC && a_full) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
-        let e = li + t * 256u;
-        ra4[t] = load_a4((a_base + (m0 + e / (BK / 4u)) * p.a_sm + k0 + (e % (BK / 4u)) * 4u) / 4u);
+        ra4[t] = load_a4((a_base + (m0 + li / 2u) * p.a_sm + k0 + ((li % 2u) * 4u + t) * 4u) / 4u);
       }
     } else if (A_VEC) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
-        let e = li + t * 256u;
-        let gm = m0 + e / (BK / 4u);
-        let gk = k0 + (e % (BK / 4u)) * 4u;
+        let gm = m0 + li / 2u;
+        let gk = k0 + ((li % 2u) * 4u + t) * 4u;
         let ok = gm < p.m && gk < k_end;
         ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gm * p.a_sm + gk) / 4u, ok)), ok);
       }
@@ -325,9 +328,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
       }
     } else if (A_VEC) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
-        let e = li + t * 256u;
-        let h = vec4<f16>(ra4[t] * ainv[t]);
-        let s = (e / (BK / 4u)) * SA + (e % (BK / 4u)) * 4u;
+        let h = vec4<f16>(ra4[t] * ainv[0]);
+        let s = (li / 2u) * SA + ((li % 2u) * 4u + t) * 4u;
         sa[s] = h.x;
         sa[s + 1u] = h.y;
         sa[s + 2u] = h.z;
@@ -406,67 +408,72 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     }
   }
 
-  // The epilogue, fragments (i, 0) and (i, 1) of every subgroup at a time: each subgroup stores the pair as a
-  // 16 x 32 tile into its 512 floats of sc, then each warp of threads writes one row of 32 neighbouring outputs (128
-  // bytes) of a subgroup's tile, 8 rows a pass, 2 passes a subgroup. 4 rounds of two barriers, not 8.
-  // A thread's outputs lie in 16 rows (subgroup row s / 4, fragment row i, pass h) and 4 columns (s % 4): their
-  // scales are read once here rather than per output.
-  var rs: array<f32, 16>;  // rs[(s / 4) * 8 + i * 2 + h]: row m0 + (s / 4) WM + 16 i + 8 h + li / 32
-  var cs: array<f32, 4>;   // cs[s % 4]: column n0 + (s % 4) WN + li % 32
-  for (var q = 0u; q < 16u; q = q + 1u) {
-    let gm = m0 + (q / 8u) * WM + 16u * ((q / 2u) % 4u) + 8u * (q % 2u) + li / 32u;
-    rs[q] = 1.0;
-    if (a_scaled && gm < p.m) { rs[q] = pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
+  // The epilogue. 1. Each subgroup stores its 4 x 2 fragments (still scaled) at their places: in c, fragments wholly
+  // outside M or N are left out (no fragment straddles an edge there: M and N are multiples of 16); the padded
+  // buffer holds whole blocks.
+  let rb = p.c_off + out_bat * p.r_sb + m0 * p.r_sn + n0;  // the block's first result
+  let pad = p.padded != 0u;
+  let fr = rb + wr * p.r_sn + wc;
+  let in0 = pad || n0 + wc < p.n;
+  let in1 = pad || n0 + wc + 16u < p.n;
+  if (pad || m0 + wr < p.m) {
+    if (in0) { subgroupMatrixStore(&c, fr, c0_0, false, p.r_sn); }
+    if (in1) { subgroupMatrixStore(&c, fr + 16u, c0_1, false, p.r_sn); }
   }
-  for (var q = 0u; q < 4u; q = q + 1u) {
-    let gn = n0 + q * WN + li % 32u;
-    cs[q] = 1.0;
-    if (B_MODE == 0u && b_scaled && gn < p.n) { cs[q] = pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
+  if (pad || m0 + wr + 16u < p.m) {
+    if (in0) { subgroupMatrixStore(&c, fr + 16u * p.r_sn, c1_0, false, p.r_sn); }
+    if (in1) { subgroupMatrixStore(&c, fr + 16u * p.r_sn + 16u, c1_1, false, p.r_sn); }
   }
-  workgroupBarrier();
-  subgroupMatrixStore(&sc, sg * 512u, c0_0, false, 32u);
-  subgroupMatrixStore(&sc, sg * 512u + 16u, c0_1, false, 32u);
-  write_pair(li, 0u, m0, n0, out_bat, rs, cs);
-  subgroupMatrixStore(&sc, sg * 512u, c1_0, false, 32u);
-  subgroupMatrixStore(&sc, sg * 512u + 16u, c1_1, false, 32u);
-  write_pair(li, 1u, m0, n0, out_bat, rs, cs);
-  subgroupMatrixStore(&sc, sg * 512u, c2_0, false, 32u);
-  subgroupMatrixStore(&sc, sg * 512u + 16u, c2_1, false, 32u);
-  write_pair(li, 2u, m0, n0, out_bat, rs, cs);
-  subgroupMatrixStore(&sc, sg * 512u, c3_0, false, 32u);
-  subgroupMatrixStore(&sc, sg * 512u + 16u, c3_1, false, 32u);
-  write_pair(li, 3u, m0, n0, out_bat, rs, cs);
-}
-
-// Between two barriers (the stores before it visible, sc free again after it): of each subgroup s's 16 x 32 tile
-// (fragments (i, 0), (i, 1) side by side; block rows wr_s + 16 i.., columns wc_s..), rows 8 h + li / 32, column
-// li % 32. rs, cs: the row and column scales (main's).
-fn write_pair(li: u32, i: u32, m0: u32, n0: u32, out_bat: u32, rs: array<f32, 16>, cs: array<f32, 4>) {
-  workgroupBarrier();
-  for (var s = 0u; s < 8u; s = s + 1u) {
-    for (var h = 0u; h < 2u; h = h + 1u) {
-      let r = 8u * h + li / 32u;
-      let col = li % 32u;
-      let gm = m0 + (s / 4u) * WM + 16u * i + r;
-      let gn = n0 + (s % 4u) * WN + col;
-      store_c(out_bat, gm, gn, sc[s * 512u + r * 32u + col] * rs[(s / 4u) * 8u + i * 2u + h] * cs[s % 4u]);
-    }
+  if (pad || m0 + wr + 32u < p.m) {
+    if (in0) { subgroupMatrixStore(&c, fr + 32u * p.r_sn, c2_0, false, p.r_sn); }
+    if (in1) { subgroupMatrixStore(&c, fr + 32u * p.r_sn + 16u, c2_1, false, p.r_sn); }
   }
-  workgroupBarrier();
-}
-
-// One output (its scales undone): bias, accumulation, and the bounds check for blocks that overhang M or N.
-fn store_c(out_bat: u32, gm: u32, gn: u32, acc: f32) {
-  if (gm >= p.m || gn >= p.n) {
+  if (pad || m0 + wr + 48u < p.m) {
+    if (in0) { subgroupMatrixStore(&c, fr + 48u * p.r_sn, c3_0, false, p.r_sn); }
+    if (in1) { subgroupMatrixStore(&c, fr + 48u * p.r_sn + 16u, c3_1, false, p.r_sn); }
+  }
+  // 2. Where there is something to undo or add, the workgroup reads the block back and writes it finished: thread
+  // li takes rows li / 32 + 8 h (h < 16) and columns li % 32 + 32 q (q < 4): a warp reads 128 neighbouring bytes.
+  let bias_on = (p.flags & 1u) != 0u;
+  if (!a_scaled && !(B_MODE == 0u && b_scaled) && !bias_on) {
     return;
   }
-  var v = acc;
-  if ((p.flags & 1u) != 0u) {
-    v = v + bias[p.bias_off + gn];
+  var cs: array<f32, 4>;  // the columns' scales (times 1), and their bias
+  var cb: array<f32, 4>;
+  for (var q = 0u; q < 4u; q = q + 1u) {
+    let gn = n0 + li % 32u + 32u * q;
+    cs[q] = 1.0;
+    cb[q] = 0.0;
+    if (gn < p.n) {
+      if (B_MODE == 0u && b_scaled) { cs[q] = pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
+      if (bias_on) { cb[q] = bias[p.bias_off + gn]; }
+    }
   }
-  let at = p.c_off + (out_bat * p.m + gm) * p.n + gn;
-  if ((p.flags & 2u) != 0u) {
-    v = v + c[at];
+  storageBarrier();
+  // Two halves of 8 rows: 32 loads (and the rows' scales) issued together, then 32 stores. Loads between the stores
+  // each waited for the store before them (the compiler cannot tell the addresses apart): 40% slower, run n.
+  for (var half = 0u; half < 2u; half = half + 1u) {
+    var v: array<f32, 32>;
+    var rs: array<f32, 8>;
+    for (var h = 0u; h < 8u; h = h + 1u) {
+      let r = li / 32u + 8u * (8u * half + h);
+      rs[h] = 1.0;
+      if (a_scaled && m0 + r < p.m) { rs[h] = pow2_of(absmax[p.sa_off + bat * p.m + m0 + r]); }
+      for (var q = 0u; q < 4u; q = q + 1u) {
+        let col = li % 32u + 32u * q;
+        let ok = pad || (m0 + r < p.m && n0 + col < p.n);
+        v[h * 4u + q] = select(0.0, c[select(0u, rb + r * p.r_sn + col, ok)], ok);
+      }
+    }
+    for (var h = 0u; h < 8u; h = h + 1u) {
+      let r = li / 32u + 8u * (8u * half + h);
+      let gm = m0 + r;
+      for (var q = 0u; q < 4u; q = q + 1u) {
+        let col = li % 32u + 32u * q;
+        if (pad || (gm < p.m && n0 + col < p.n)) {
+          c[rb + r * p.r_sn + col] = v[h * 4u + q] * rs[h] * cs[q] + cb[q];
+        }
+      }
+    }
   }
-  c[at] = v;
 }

@@ -33,7 +33,7 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
             for t in range(16):
                 e = li + t*256
                 gm = m0 + ((e//BK) if akf else (e % BM))
-                if A_VEC: gm = m0 + (li + (t % 4)*256)//(BK//4)
+                if A_VEC: gm = m0 + li//2
                 if A_T: gm = m0 + (li % (BM//4))*4 + t % 4
                 ainv[li,t] = 1.0
                 if (p['flags'] & 16) and gm < p['m']: ainv[li,t] = 1.0/pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
@@ -59,13 +59,13 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                         if gm < p['m'] and gk < k_end: v = a[a_base + gk*p['a_sk'] + gm + q] * ainv[li,q]
                         sa[ak*SAT+am+q] = v
                 for t in range(4 if A_VEC else 0):
-                    e = li + t*256; am = e//(BK//4); ak = (e % (BK//4))*4; gm, gk = m0+am, k0+ak
+                    am = li//2; ak = ((li % 2)*4 + t)*4; gm, gk = m0+am, k0+ak
                     assert (a_base + gm*p['a_sm'] + gk) % 4 == 0 or not (gm < p['m'] and gk < k_end)
                     if a_full:
-                        assert (a_base + (m0 + e//(BK//4))*p['a_sm'] + k0 + (e % (BK//4))*4)//4 == (a_base + gm*p['a_sm'] + gk)//4
+                        assert (a_base + (m0 + li//2)*p['a_sm'] + k0 + ((li % 2)*4 + t)*4)//4 == (a_base + gm*p['a_sm'] + gk)//4
                     for q in range(4):
                         v = 0.0
-                        if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk + q] * ainv[li,t]
+                        if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk + q] * ainv[li,0]
                         sa[am*SA+ak+q] = v
                 for t in range(0 if A_VEC or A_T else 16):
                     e = li + t*256
@@ -132,36 +132,55 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                                         s_ += l*rr
                                     acc[wr+16*fi+r][wc+16*fj+cc] += s_
             k0 += BK
-        # epilogue as the kernel: per round i, sc[s*512 + r*32 + col] = row r, column col of subgroup s's fragments
-        # (i, 0) and (i, 1) side by side; thread li writes rows 8h + li/32, column li%32; scales read first
-        rs = {}; cs = {}
-        for li in range(256):
-            for q in range(16):
-                gm = m0 + (q//8)*WM + 16*((q//2)%4) + 8*(q%2) + li//32
-                rs[li,q] = 1.0
-                if (p['flags'] & 16) and gm < p['m']: rs[li,q] = pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
-            for q in range(4):
-                gn = n0 + q*WN + li%32
-                cs[li,q] = 1.0
-                if B_MODE == 0 and (p['flags'] & 32) and gn < p['n']: cs[li,q] = pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
-        for fi in range(4):
-            sc = [None]*4096
-            for sg in range(8):
-                wr = (sg//4)*WM; wc = (sg%4)*WN
-                for fj in range(2):  # subgroupMatrixStore at sg*512 + 16 fj, stride 32
+        # epilogue as the kernel: 1. the fragments stored as they are, at rb + row * r_sn + column: in c, those wholly
+        # outside M or N left out (none straddles an edge there); 2. the block read back and finished in place
+        rb = p['c_off'] + out_bat*p['r_sb'] + m0*p['r_sn'] + n0; pad = p['padded'] != 0
+        for sg in range(8):
+            wr = (sg//4)*WM; wc = (sg%4)*WN
+            for fi in range(4):
+                for fj in range(2):
+                    if not (pad or (m0+wr+16*fi < p['m'] and n0+wc+16*fj < p['n'])): continue
+                    assert pad or (m0+wr+16*fi+15 < p['m'] and n0+wc+16*fj+15 < p['n'])
                     for r in range(16):
-                        for cc in range(16): sc[sg*512 + 16*fj + r*32 + cc] = acc[wr+16*fi+r][wc+16*fj+cc]
-            for li in range(256):
-                for s in range(8):
-                    for h in range(2):
-                        r = 8*h + li//32; col = li % 32
-                        gm = m0 + (s//4)*WM + 16*fi + r; gn = n0 + (s%4)*WN + col
-                        v = sc[s*512 + r*32 + col] * rs[li,(s//4)*8 + fi*2 + h] * cs[li,s%4]
-                        if gm >= p['m'] or gn >= p['n']: continue
-                        if p['flags'] & 1: v += bias[p['bias_off'] + gn]
-                        at = p['c_off'] + (out_bat*p['m'] + gm)*p['n'] + gn
-                        if p['flags'] & 2: v += c[at]
-                        c[at] = v
+                        for cc in range(16): c[rb + (wr+16*fi+r)*p['r_sn'] + wc+16*fj+cc] = acc[wr+16*fi+r][wc+16*fj+cc]
+        a_sc = p['flags'] & 16 != 0; b_sc = B_MODE == 0 and p['flags'] & 32 != 0; bias_on = p['flags'] & 1 != 0
+        if not (a_sc or b_sc or bias_on): continue
+        for li in range(256):
+            cs = [1.0]*4; cb = [0.0]*4
+            for q in range(4):
+                gn = n0 + li%32 + 32*q
+                if gn < p['n']:
+                    if b_sc: cs[q] = pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
+                    if bias_on: cb[q] = bias[p['bias_off'] + gn]
+            for h in range(16):
+                r = li//32 + 8*h; gm = m0 + r
+                if not pad and gm >= p['m']: break
+                rs = 1.0
+                if a_sc and gm < p['m']: rs = pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
+                for q in range(4):
+                    col = li%32 + 32*q
+                    if pad or n0 + col < p['n']:
+                        at = rb + r*p['r_sn'] + col
+                        c[at] = c[at]*rs*cs[q] + cb[q]
+def launch(p, a, b, scales, bias, c, absmax, B_MODE, M, N, batch, gx, gy, splits, acc, A_VEC=False, B_VEC=False,
+           A_T=False, B_T=False):
+    """gemm_sm.cpp's choice: straight into c, or through a padded buffer that sm_crop.wgsl sums and crops into c."""
+    c_off = p['c_off']
+    direct = splits == 1 and not acc and M % 16 == 0 and N % 16 == 0 and c_off % 4 == 0
+    if direct:
+        p.update(r_sn=N, r_sb=M*N, padded=0)
+        run(p, a, b, scales, bias, c, absmax, B_MODE, (gx, gy, batch), A_VEC, B_VEC, A_T, B_T)
+        return direct
+    rows_p, cols_p = gy*BM, gx*BN; blocks = splits if splits > 1 else batch
+    buf = [float('nan')]*(blocks*rows_p*cols_p)
+    p.update(r_sn=cols_p, r_sb=rows_p*cols_p, padded=1, c_off=0, flags=p['flags'] & ~2)
+    run(p, a, b, scales, bias, buf, absmax, B_MODE, (gx, gy, blocks), A_VEC, B_VEC, A_T, B_T)
+    for o in range(batch*M*N):  # sm_crop.wgsl
+        bb, i, j = o//(M*N), (o % (M*N))//N, o % N
+        s_ = 0.0
+        for z in range(splits): s_ += buf[(bb + z)*rows_p*cols_p + i*cols_p + j]
+        c[c_off + o] = s_ + (c[c_off + o] if acc else 0.0)
+    return direct
 random.seed(1)
 def absmax_of(buf, off, batch, rows, length, sb, sr, sl):
     out = []
@@ -171,7 +190,7 @@ def absmax_of(buf, off, batch, rows, length, sb, sr, sl):
             for l in range(length): m = max(m, abs(buf[off + bb*sb + r*sr + l*sl]))
             out.append(f32bits(m))
     return out
-def check(name, M, N, K, batch=1, a_t=False, b_t=False, bias=False, acc=False, split=0, a_off=3, b_off=5):
+def check(name, M, N, K, batch=1, a_t=False, b_t=False, bias=False, acc=False, split=0, a_off=3, b_off=5, c_off=1):
     # A [batch, M, K] in a buffer with an offset, transposed storage if a_t
     if a_t: a_sb, a_sm, a_sk = M*K, 1, M
     else: a_sb, a_sm, a_sk = M*K, K, 1
@@ -183,12 +202,12 @@ def check(name, M, N, K, batch=1, a_t=False, b_t=False, bias=False, acc=False, s
     A = lambda bb, i, k: a[a_off + bb*a_sb + i*a_sm + k*a_sk]
     Bf = lambda bb, k, j: b[b_off + bb*b_sb + k*b_sk + j*b_sn]
     biasv = [float(random.randint(-5,5)) for _ in range(N + 2)]
-    c0 = [float(random.randint(-5,5)) for _ in range(batch*M*N + 1)]
+    c0 = [float(random.randint(-5,5)) for _ in range(batch*M*N + c_off)]
     c = list(c0)
     amax = absmax_of(a, a_off, batch, M, K, a_sb, a_sm, a_sk) + absmax_of(b, b_off, batch, N, K, b_sb, b_sn, b_sk)
     flags = (1 if bias else 0) | (2 if acc else 0) | (4 if (K == 1 or a_sk == 1) else 0) | (8 if (N == 1 or b_sn == 1) else 0) | 16 | 32
     p = dict(m=M, n=N, k=K, batch0=0, a_off=a_off, a_sb=a_sb, a_sm=a_sm, a_sk=a_sk, b_off=b_off, b_sb=b_sb, b_sk=b_sk,
-             b_sn=b_sn, bias_off=2 if bias else 0, flags=flags, q_words=0, q_rows=0, group_size=0, c_off=1, k_chunk=0,
+             b_sn=b_sn, bias_off=2 if bias else 0, flags=flags, q_words=0, q_rows=0, group_size=0, c_off=c_off, k_chunk=0,
              sa_off=0, sb_off=batch*M)
     gx, gy = (N + 127)//128, (M + 127)//128
     av = K % 4 == 0 and a_sk == 1 and a_off % 4 == 0 and a_sm % 4 == 0 and a_sb % 4 == 0
@@ -196,24 +215,20 @@ def check(name, M, N, K, batch=1, a_t=False, b_t=False, bias=False, acc=False, s
     bt = not bv and K % 4 == 0 and b_sk == 1 and b_off % 4 == 0 and b_sn % 4 == 0 and b_sb % 4 == 0
     at = not av and M % 4 == 0 and a_sm == 1 and a_off % 4 == 0 and a_sk % 4 == 0 and a_sb % 4 == 0
     print(name, "a_vec", av, "a_t", at, "b_vec", bv, "b_t", bt, end=" ")
+    splits = 1
     if split:
-        chunks = (K + split - 1)//split
-        part = [float('nan')]*(chunks*M*N)
-        p['k_chunk'] = split; p['flags'] &= ~2; p['c_off'] = 0
-        run(p, a, b, None, biasv, part, amax, 0, (gx, gy, chunks), av, bv, at, bt)
-        for i in range(M*N):
-            s = sum(part[z*M*N + i] for z in range(chunks))
-            c[1 + i] = s + (c[1+i] if acc else 0)
-    else:
-        run(p, a, b, None, biasv, c, amax, 0, (gx, gy, batch), av, bv, at, bt)
+        splits = (K + split - 1)//split
+        p['k_chunk'] = split
+    d = launch(p, a, b, None, biasv, c, amax, 0, M, N, batch, gx, gy, splits, acc, av, bv, at, bt)
+    print("direct" if d else "padded", end=" ")
     bad = 0
     for bb in range(batch):
         for i in range(M):
             for j in range(N):
                 want = sum(A(bb,i,k)*Bf(bb,k,j) for k in range(K))
                 if bias: want += biasv[2 + j]
-                if acc: want += c0[1 + (bb*M + i)*N + j]
-                got = c[1 + (bb*M + i)*N + j]
+                if acc: want += c0[c_off + (bb*M + i)*N + j]
+                got = c[c_off + (bb*M + i)*N + j]
                 if abs(got - want) > 1e-9*max(1, abs(want)): bad += 1
     BAD[0] += bad
     print(name, "bad", bad, "of", batch*M*N)
@@ -231,6 +246,9 @@ check("A_T split-K 64", 12, 20, 200, a_t=True, split=64, a_off=0, b_off=0)
 check("B_T 33x76x130 bias", 33, 130, 76, b_t=True, bias=True, a_off=4, b_off=0)
 check("A_T, B_T batch 2 acc", 132, 20, 44, batch=2, a_t=True, b_t=True, acc=True, a_off=0, b_off=4)
 check("B_T split-K 64", 12, 20, 200, b_t=True, split=64, a_off=0, b_off=0)
+check("direct 144x40x160 bias", 144, 160, 40, bias=True, a_off=4, b_off=8, c_off=4)
+check("direct A_T, B_T batch 2", 32, 48, 36, batch=2, a_t=True, b_t=True, a_off=0, b_off=4, c_off=0)
+check("direct 16x20x272, element loads", 16, 272, 20, a_off=3, b_off=5, c_off=8)
 random.seed(2)
 def q4(nw, kw, g):
     words = (kw + 7)//8
@@ -256,7 +274,7 @@ def check_q4(mode, M, Nw, Kw, g):
     p = dict(m=M, n=N, k=K, batch0=0, a_off=0, a_sb=M*K, a_sm=K, a_sk=1, b_off=0, b_sb=0, b_sk=0, b_sn=0, bias_off=0,
              flags=4|16, q_words=words, q_rows=Nw, group_size=g, c_off=0, k_chunk=0, sa_off=0, sb_off=M)
     c = [float('nan')]*(M*N)
-    run(p, a, buf, sc, None, c, amax, mode, ((N+127)//128, (M+127)//128, 1))
+    launch(p, a, buf, sc, None, c, amax, mode, M, N, 1, (N+127)//128, (M+127)//128, 1, False, K % 4 == 0)
     bad = 0
     for i in range(M):
         for j in range(N):
@@ -268,5 +286,7 @@ check_q4(1, 5, 13, 37, 8)
 check_q4(2, 5, 37, 13, 8)
 check_q4(1, 33, 140, 70, 32)
 check_q4(2, 33, 70, 140, 32)
+check_q4(1, 48, 144, 64, 32)
+check_q4(2, 32, 64, 144, 32)
 print('interior k-tile loads checked:', FULLS[0])
 sys.exit(1 if BAD[0] or not FULLS[0] else 0)

@@ -23,7 +23,7 @@ struct SMC { v: f32 }
 fn sml_load(off: u32, cm: bool, stride: u32) -> SML { return SML(sa[off] + sa[off + 15u * stride + 15u]); }
 fn smr_load(off: u32, cm: bool, stride: u32) -> SMR { return SMR(sb[off] + sb[off + 15u * stride + 15u]); }
 fn sm_mma(l: SML, r: SMR, c: SMC) -> SMC { return SMC(c.v + l.v * r.v); }
-fn sm_store(off: u32, c: SMC, cm: bool, stride: u32) { sc[off] = c.v; }
+fn sm_store(off: u32, r: SMC, cm: bool, stride: u32) { c[off] = r.v; c[off + 15u * stride + 15u] = r.v; }
 '''
 def stub(s):
     s = s.replace('enable f16;\n', '').replace('enable chromium_experimental_subgroup_matrix;\n', '')
@@ -31,7 +31,7 @@ def stub(s):
     s = s.replace('subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, ', 'sml_load(')
     s = s.replace('subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, ', 'smr_load(')
     s = s.replace('subgroup_matrix_result<f32, 16, 16>()', 'SMC()')
-    s = s.replace('subgroupMatrixMultiplyAccumulate(', 'sm_mma(').replace('subgroupMatrixStore(&sc, ', 'sm_store(')
+    s = s.replace('subgroupMatrixMultiplyAccumulate(', 'sm_mma(').replace('subgroupMatrixStore(&c, ', 'sm_store(')
     s = re.sub(r'//.*', '', s); assert 'subgroup' not in s, [l for l in s.split('\n') if 'subgroup' in l]
     # f32 doubles the tiles beyond llvmpipe's 32 KiB: halved (only types and uniformity are checked here).
     s = re.sub(r'var<workgroup> (\w+): array<(f16|f32), (\w+)>', r'var<workgroup> \1: array<\2, \3 / 2u>', s)
