@@ -37,33 +37,35 @@ struct alignas(16) FinishParams {
 // each entry sorted by key as the pipeline cache keeps them: a call only looks its variant up.
 const wgtrain::detail::KernelDefs& rows_variant(int64_t wg, bool vec4, bool in_place, int chunks, int unroll) {
   constexpr int kMaxChunks = 8;
-  auto index = [](bool wide, bool vec4_, bool in_place_, int chunks_, bool unroll4) {
+  // UNROLL 1, 2, 4 as 0, 1, 2.
+  auto index = [](bool wide, bool vec4_, bool in_place_, int chunks_, int unroll_log2) {
     return static_cast<size_t>(
-        (((wide ? 4 : 0) + (vec4_ ? 2 : 0) + (in_place_ ? 1 : 0)) * (kMaxChunks + 1) + chunks_) * 2 + (unroll4 ? 1 : 0));
+        (((wide ? 4 : 0) + (vec4_ ? 2 : 0) + (in_place_ ? 1 : 0)) * (kMaxChunks + 1) + chunks_) * 3 + unroll_log2);
   };
   static const auto table = [&] {
-    std::array<wgtrain::detail::KernelDefs, 8 * (kMaxChunks + 1) * 2> t;
+    std::array<wgtrain::detail::KernelDefs, 8 * (kMaxChunks + 1) * 3> t;
     for (bool wide : {false, true})
       for (bool v : {false, true})
         for (bool ip : {false, true})
           for (int c = 0; c <= kMaxChunks; ++c)
-            for (bool u4 : {false, true})
-              t[index(wide, v, ip, c, u4)] = {{"CHUNKS", std::to_string(c)},
-                                              {"IN_PLACE", ip ? "true" : "false"},
-                                              {"UNROLL", u4 ? "4" : "1"},
-                                              {"VEC4", v ? "true" : "false"},
-                                              {"WG", wide ? "1024" : "256"}};
+            for (int u = 0; u < 3; ++u)
+              t[index(wide, v, ip, c, u)] = {{"CHUNKS", std::to_string(c)},
+                                             {"IN_PLACE", ip ? "true" : "false"},
+                                             {"UNROLL", std::to_string(1 << u)},
+                                             {"VEC4", v ? "true" : "false"},
+                                             {"WG", wide ? "1024" : "256"}};
     return t;
   }();
   if (chunks < 0 || chunks > kMaxChunks)
     throw Error("fused_ce: no variant keeps " + std::to_string(chunks) + " chunks in registers");
-  if (unroll != 1 && unroll != 4) throw Error("fused_ce: no variant issues " + std::to_string(unroll) + " loads at once");
-  return table[index(wg == 1024, vec4, in_place, chunks, unroll == 4)];
+  if (unroll != 1 && unroll != 2 && unroll != 4)
+    throw Error("fused_ce: no variant issues " + std::to_string(unroll) + " loads at once");
+  return table[index(wg == 1024, vec4, in_place, chunks, unroll == 4 ? 2 : unroll == 2 ? 1 : 0)];
 }
 
 // How the rows kernel splits a row of n elements (of T) over wg threads (fused_ce_force.h): the held elements a
-// thread (0, 1, 2, 4 or 8: the native backend compiles those), the loads at once in the streamed rest, and whether
-// pass 2 walks it backwards.
+// thread (0, 1, 2, 4 or 8), the loads at once in the streamed rest (1, 4; 2 with 8 held), and whether pass 2 walks
+// it backwards: the combinations rows.variants compiles for the native backend.
 struct RowSplit {
   int chunks, unroll;
   bool reverse;
@@ -77,6 +79,7 @@ RowSplit row_split(int64_t n, int64_t wg) {
     case kFusedCeStream: return {0, 4, false};
     case kFusedCeStreamReverse: return {0, 4, true};
     case kFusedCeHold8: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 4, true};
+    case kFusedCeHold8Unroll2: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 2, true};
     default: throw Error("fused_ce: no rows kernel form " + std::to_string(fused_ce_force));
   }
 }

@@ -177,11 +177,12 @@ template <class B>
 void every_rows_form() {
   namespace od = ops::detail;
   // 36768 = 4 x (4096 + 4096 + 1000): at 1024 threads (vec4) 4 held a thread, one block of 4, a tail of 1000; 13488
-  // the same at 256; 8969 and 13489 scalar rows with blocks and a tail; 1000 and 40 held whole.
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{3, 36768}, {2, 13488}, {2, 8969}, {3, 13489},
-                                                           {5, 1000},  {3, 40}};
+  // the same at 256; 65936 = 4 x (8192 + 8192 + 100): 8 held, blocks and a tail at 1024; 8969 and 13489 scalar
+  // rows with blocks and a tail; 1000 and 40 held whole.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{3, 36768}, {2, 13488}, {2, 65936}, {2, 8969},
+                                                           {3, 13489}, {5, 1000},  {3, 40}};
   for (int form : {od::kFusedCeChoice, od::kFusedCeOld, od::kFusedCeStream, od::kFusedCeStreamReverse,
-                   od::kFusedCeHold8})
+                   od::kFusedCeHold8, od::kFusedCeHold8Unroll2})
     for (int wg : {256, 1024})
       for (const auto& [rows, vocab] : shapes) {
         SCOPED_TRACE("form " + std::to_string(form) + " wg " + std::to_string(wg) + " " + std::to_string(rows) + "x" +

@@ -10,7 +10,7 @@
 // Variants (rows.variants): WG_SIZE threads a row (1024 where the device allows); VEC = 4 where V and the offsets
 // are multiples of 4 (then vocab and offsets count vec4s); IN_PLACE: dlogits over the logits (each element read,
 // then written, by one thread), the logits binding then read-write and no dlogits binding (5 bindings), else the
-// logits read-only and dlogits the sixth binding; CHUNKS (0, 1, 2, 4, 8) and UNROLL (1, 4).
+// logits read-only and dlogits the sixth binding; CHUNKS (0, 1, 2, 4, 8) and UNROLL (1, 4; 2 with CHUNKS 8).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 

@@ -16,7 +16,7 @@
 // @variant VEC4 {true|false} T = vec4<f32> where V and the offsets are multiples of 4 (then p.vocab counts vec4s)
 // @variant IN_PLACE {true|false} dlogits over the logits buffer (each element read, then written, by the same thread)
 // @variant CHUNKS {0|1|2|3|4|5|6|7|8} elements (of T) each thread holds in registers between the passes
-// @variant UNROLL {1|4} loads a thread issues at once in the streamed part of the row
+// @variant UNROLL {1|2|4} loads a thread issues at once in the streamed part of the row
 
 const WG: u32 = {{WG}}u;
 const SEG: u32 = WG;       // one row per workgroup
