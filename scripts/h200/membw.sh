@@ -9,7 +9,7 @@
 #     once), at 1024 and 256 threads a row;
 #   q4gsw_requant 4096^2 g32 (both backends): f0 (requant.wgsl after scales.wgsl) against f1 (one pass);
 #   adamw_step alone (both backends), then after the fused_ce rows in the same process (native Vulkan: run (e)'s
-#     41%), with the GPU's clocks sampled meanwhile;
+#     41%), with the GPU's clocks sampled meanwhile, and after the requant rows only;
 # then the tests of these kernels on this GPU, and a table of every row last. Everything into $OUT/membw/.
 set -uo pipefail
 source scripts/h200/env.sh
@@ -35,7 +35,9 @@ if command -v nvidia-smi > /dev/null; then
 fi
 bench adamw_after_fused_ce native-vulkan --only fused_ce,adamw
 [ -n "${smi:-}" ] && kill "$smi"
-WGTRAIN_POISON=1 timeout 60 .carry/wgtrain_tests \
+# After a small row only (64 MiB of latent): is it any row before, or the multi-GB ones?
+bench adamw_after_requant native-vulkan --only q4gsw_requant,adamw
+WGTRAIN_POISON=1 timeout 120 .carry/wgtrain_tests \
   --gtest_filter='*FusedCe*:*Q4Requant*:Contiguous.*:*AdamW*:KernelTemplate.*:KernelDump.*' 2>&1 | quiet > "$d/tests.log"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$d/tests.log" | head -12
 [ -s "$d/clocks.csv" ] && echo "clocks during adamw_after_fused_ce (sm, mem MHz; min / max):" &&
