@@ -48,7 +48,7 @@ python3 - "$d" <<'EOF'
 import json, sys, glob, os
 d = sys.argv[1]
 rows = []
-for f in sorted(glob.glob(os.path.join(d, "*.json"))):
+for f in sorted(glob.glob(os.path.join(d, "*.json")), key=os.path.getmtime):  # in the order they ran
     for line in open(f):
         line = line.strip()
         if line:
@@ -57,7 +57,7 @@ for f in sorted(glob.glob(os.path.join(d, "*.json"))):
             rows.append(r)
 copy = [r for r in rows if r["name"] == "copy (dense, add 0)"]
 ceiling = copy[0]["bytes"] / copy[0]["seconds"] if copy else 0
-print(f"ceiling: dense copy {ceiling * 1e-9:.0f} GB/s (WebGPU, this run)")
+print(f"ceiling: dense copy {ceiling * 1e-9:.0f} GB/s (WebGPU, this run; the % of every row, native ones too)")
 print(f"| {'call':<22} | {'row':<30} | {'shape':<15} | {'ms':>8} | {'GB/s':>6} | {'% copy':>6} |")
 for r in rows:
     if not r["bytes"]:
