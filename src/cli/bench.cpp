@@ -3,11 +3,15 @@
 #include "cli/train.h"
 #include "gpu/device_impl.h"
 #include "ops/attention/attention_variants.h"
+#include "ops/fused_ce/fused_ce_force.h"
+#include "ops/q4gsw/q4gsw_force.h"
+#include "ops/shape/transpose_force.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <functional>
 #include <memory>
@@ -55,6 +59,42 @@ std::vector<float> random_values(int64_t n, float lo, float hi, uint64_t seed) {
   return v;
 }
 
+// --only: rows whose name contains the text, or any of its comma-separated parts ("fused_ce,adamw" runs both, in
+// the bench's order: to see what one row leaves to the next).
+bool bench_wants(const std::string& only, const std::string& name) {
+  if (only.empty()) return true;
+  std::stringstream ss(only);
+  std::string part;
+  while (std::getline(ss, part, ','))
+    if (!part.empty() && name.find(part) != std::string::npos) return true;
+  return false;
+}
+
+// The dense copy's bytes a second when the copy row ran in this invocation (0 if not): each row that moves bytes
+// prints its share of it.
+double copy_bytes_per_s = 0;
+
+// The kernel forms forced by the environment (WGTRAIN_FORCE_<OP>=<n>[,<n>...], for timing forms side by side in
+// one call), else {dflt}; `set` says whether the variable was given.
+std::vector<int> env_forces(const char* name, int dflt, bool* set = nullptr) {
+  const char* v = std::getenv(name);
+  if (set) *set = v && *v;
+  if (!v || !*v) return {dflt};
+  std::vector<int> out;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      out.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw ArgumentError(std::string(name) + " must be integers separated by commas, got '" + v + "'");
+    }
+  }
+  return out;
+}
+
 // Runs `body` a few times to warm up, then enough times for ~0.2 s (at least 3), timed on the GPU.
 template <class Dev>
 Result measure(Dev& dev, const std::string& name, const std::string& shape, double flops, double bytes,
@@ -73,6 +113,7 @@ Result measure(Dev& dev, const std::string& name, const std::string& shape, doub
   std::printf("%-26s %-26s %10.3f ms", name.c_str(), shape.c_str(), res.seconds * 1e3);
   if (flops > 0) std::printf("  %9.1f GFLOP/s", flops / res.seconds * 1e-9);
   if (bytes > 0) std::printf("  %8.1f GB/s", bytes / res.seconds * 1e-9);
+  if (bytes > 0 && copy_bytes_per_s > 0) std::printf("  %5.1f%% of copy", 100.0 * bytes / res.seconds / copy_bytes_per_s);
   std::printf("\n");
   std::fflush(stdout);
   return res;
@@ -190,7 +231,7 @@ std::string dims(std::initializer_list<int64_t> d) {
 void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, const Guard& guarded) {
   auto& dev = k.dev;
   const bool q = opt.quick;
-  auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
+  auto want = [&](const std::string& name) { return bench_wants(opt.only, name); };
   const int64_t M = q ? 256 : 4096, N = q ? 256 : 4096, K = q ? 256 : 4096, G = 32;
   if (want("linear_q4gsw") || want("linear_dW")) guarded("linear", [&] {
     const Kernels::Q4 w = k.q4(N, K, G, 4);
@@ -210,15 +251,40 @@ void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, con
     }
   });
   if (want("q4gsw_requant")) guarded("requant", [&] {
+    // WGTRAIN_FORCE_Q4GSW_REQUANT=<form>[,...] (ops/q4gsw/q4gsw_force.h): the kernels forced, rows named after it.
+    namespace od = ops::detail;
+    bool forced = false;
+    const std::vector<int> forms = env_forces("WGTRAIN_FORCE_Q4GSW_REQUANT", od::kRequantChoice, &forced);
+    struct Restore {
+      ~Restore() { od::q4gsw_requant_force = od::kRequantChoice; }
+    } restore;
     Kernels::Q4 w = k.q4(N, K, G, 8);
     const auto latent = k.random({N, K}, -0.1f, 0.1f, 9);
+    // Read the latent and the scales, write the codes; with the scales recomputed the least is the same (the
+    // latent read once, the scales written instead of read).
     const double bytes = N * K * 4.0 + N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
-    results.push_back(measure(dev, "q4gsw_requant", dims({N, K}) + " g" + std::to_string(G), 0, bytes,
-                              [&] { k.requant(latent, w, false); }));
-    results.push_back(measure(dev, "q4gsw_requant (+scales)", dims({N, K}) + " g" + std::to_string(G), 0,
-                              bytes + N * K * 4.0, [&] { k.requant(latent, w, true); }));
+    for (int form : forms) {
+      od::q4gsw_requant_force = form;
+      const std::string tag = forced ? " (f" + std::to_string(form) + ")" : "";
+      results.push_back(measure(dev, "q4gsw_requant" + tag, dims({N, K}) + " g" + std::to_string(G), 0, bytes,
+                                [&] { k.requant(latent, w, false); }));
+      results.push_back(measure(dev, "q4gsw_requant (+scales)" + tag, dims({N, K}) + " g" + std::to_string(G), 0,
+                                bytes, [&] { k.requant(latent, w, true); }));
+    }
   });
   if (want("fused_ce")) guarded("fused_ce", [&] {
+    // WGTRAIN_FORCE_FUSED_CE=<form>[,...] (ops/fused_ce/fused_ce_force.h), WGTRAIN_FORCE_FUSED_CE_WG=256|1024[,...]:
+    // the rows kernel forced, each combination a row named after it.
+    namespace od = ops::detail;
+    bool forced = false, forced_wg = false;
+    const std::vector<int> forms = env_forces("WGTRAIN_FORCE_FUSED_CE", od::kFusedCeChoice, &forced);
+    const std::vector<int> wgs = env_forces("WGTRAIN_FORCE_FUSED_CE_WG", 0, &forced_wg);
+    struct Restore {
+      ~Restore() {
+        od::fused_ce_force = od::kFusedCeChoice;
+        od::fused_ce_force_wg = 0;
+      }
+    } restore;
     for (int64_t V : {int64_t{32000}, int64_t{128256}}) {
       const int64_t R = q ? 64 : 8192, v = q ? V / 16 : V;
       const auto logits = k.random({R, v}, -4, 4, 10);
@@ -226,8 +292,18 @@ void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, con
       std::mt19937_64 g(11);
       for (auto& l : lab) l = static_cast<int32_t>(g() % static_cast<uint64_t>(v));
       const auto labels = k.ints({R}, lab);
-      // The least any implementation must move: read the logits once, write dlogits once.
-      results.push_back(measure(dev, "fused_ce", dims({R, v}), 0, 2.0 * R * v * 4, [&] { k.fused_ce(logits, labels); }));
+      for (int form : forms)
+        for (int wg : wgs) {
+          od::fused_ce_force = form;
+          od::fused_ce_force_wg = wg;
+          std::string tag;
+          if (forced) tag += " f" + std::to_string(form);
+          if (forced_wg) tag += " wg" + std::to_string(wg);
+          if (!tag.empty()) tag = " (" + tag.substr(1) + ")";
+          // The least any implementation must move: read the logits once, write dlogits once.
+          results.push_back(measure(dev, "fused_ce" + tag, dims({R, v}), 0, 2.0 * R * v * 4,
+                                    [&] { k.fused_ce(logits, labels); }));
+        }
     }
   });
   if (want("adamw")) guarded("adamw", [&] {
@@ -308,7 +384,7 @@ int run_bench(const BenchOptions& opt) {
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};
   const Guard guarded = guard(results, dev);
-  auto want = [&](const std::string& name) { return opt.only.empty() || name.find(opt.only) != std::string::npos; };
+  auto want = [&](const std::string& name) { return bench_wants(opt.only, name); };
   // A benchmark whose ops this backend lacks is skipped with a line saying so.
   auto runs = [&](const char* what, const std::vector<std::string>& ops) {
     std::string missing;
@@ -329,15 +405,29 @@ int run_bench(const BenchOptions& opt) {
     if (dev.info().backend == Backend::NativeVulkan)
       results.push_back(measure(dev, "copy (buffer)", dims({n}), 0, 2.0 * n * 4, [&] { ops::copy_(y, x); }));
     if (runs("copy (dim-order)", {"contiguous", "add.Scalar"})) {
+      // The dense copy first: the rows after it print their share of its bytes a second.
+      const Result dense = measure(dev, "copy (dense, add 0)", dims({n}), 0, 2.0 * n * 4, [&] { ops::add(x, 0.0f); });
+      results.push_back(dense);
+      copy_bytes_per_s = dense.bytes / dense.seconds;
       const Tensor xt = x.reshape({n / 1024, 1024}).transpose(0, 1);  // a strided view: the copy kernel runs
-      results.push_back(measure(dev, "copy (dim-order)", dims({1024, n / 1024}), 0, 2.0 * n * 4,
-                                [&] { ops::contiguous(xt); }));
+      // WGTRAIN_FORCE_COPY=1|2|4[,...]: the transpose's tile forced (ops/shape/transpose_force.h), rows named after it.
+      namespace od = ops::detail;
+      bool forced = false;
+      const std::vector<int> tiles = env_forces("WGTRAIN_FORCE_COPY", od::kTransposeChoice, &forced);
+      struct Restore {
+        ~Restore() { od::transpose_force = od::kTransposeChoice; }
+      } restore;
+      for (int tile : tiles) {
+        od::transpose_force = tile;
+        results.push_back(measure(dev, forced ? "copy (dim-order f" + std::to_string(tile) + ")" : "copy (dim-order)",
+                                  dims({1024, n / 1024}), 0, 2.0 * n * 4, [&] { ops::contiguous(xt); }));
+      }
+      od::transpose_force = od::kTransposeChoice;
       // The head-layout copy of attention: [B, T, H, hd] to [B, H, T, hd] (rows of hd words move whole).
       const int64_t B = q ? 2 : 16, T = q ? 64 : 512, H = 8, hd = 64;
       const Tensor heads = x.slice(0, 0, B * T * H * hd).reshape({B, T, H, hd}).permute({0, 2, 1, 3});
       results.push_back(measure(dev, "copy (permute 0,2,1,3)", dims({B, T, H, hd}), 0, 2.0 * B * T * H * hd * 4,
                                 [&] { ops::contiguous(heads); }));
-      results.push_back(measure(dev, "copy (dense, add 0)", dims({n}), 0, 2.0 * n * 4, [&] { ops::add(x, 0.0f); }));
     }
   });
   if (want("mm")) guarded("mm", [&] {

@@ -7,10 +7,16 @@
 #include <utility>
 
 #include "ops/common.h"
+#include "ops/fused_ce/fused_ce_force.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
 namespace wgtrain::ops {
+
+namespace detail {
+int fused_ce_force = kFusedCeChoice;
+int fused_ce_force_wg = 0;
+}  // namespace detail
 
 using namespace detail;
 
@@ -21,34 +27,61 @@ struct alignas(16) CountParams {
   float host_n_valid;
 };
 struct alignas(16) RowParams {
-  uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, pad0, pad1;
+  uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, reverse, pad1;
 };
 struct alignas(16) FinishParams {
   uint32_t rows, loss_off, pad0, pad1;
 };
 
-// The variant of rows.wgsl for these fields (its @variant lines say what each one means). The 72 variants are built
-// once, each sorted by key as the pipeline cache keeps them: a call only looks its variant up.
-const wgtrain::detail::KernelDefs& rows_variant(int64_t wg, bool vec4, bool in_place, int chunks) {
+// The variant of rows.wgsl for these fields (its @variant lines say what each one means). The table is built once,
+// each entry sorted by key as the pipeline cache keeps them: a call only looks its variant up.
+const wgtrain::detail::KernelDefs& rows_variant(int64_t wg, bool vec4, bool in_place, int chunks, int unroll) {
   constexpr int kMaxChunks = 8;
-  auto index = [](bool wide, bool vec4_, bool in_place_, int chunks_) {
-    return static_cast<size_t>(((wide ? 4 : 0) + (vec4_ ? 2 : 0) + (in_place_ ? 1 : 0)) * (kMaxChunks + 1) + chunks_);
+  // UNROLL 1, 2, 4 as 0, 1, 2.
+  auto index = [](bool wide, bool vec4_, bool in_place_, int chunks_, int unroll_log2) {
+    return static_cast<size_t>(
+        (((wide ? 4 : 0) + (vec4_ ? 2 : 0) + (in_place_ ? 1 : 0)) * (kMaxChunks + 1) + chunks_) * 3 + unroll_log2);
   };
   static const auto table = [&] {
-    std::array<wgtrain::detail::KernelDefs, 8 * (kMaxChunks + 1)> t;
+    std::array<wgtrain::detail::KernelDefs, 8 * (kMaxChunks + 1) * 3> t;
     for (bool wide : {false, true})
       for (bool v : {false, true})
         for (bool ip : {false, true})
           for (int c = 0; c <= kMaxChunks; ++c)
-            t[index(wide, v, ip, c)] = {{"CHUNKS", std::to_string(c)},
-                                        {"IN_PLACE", ip ? "true" : "false"},
-                                        {"VEC4", v ? "true" : "false"},
-                                        {"WG", wide ? "1024" : "256"}};
+            for (int u = 0; u < 3; ++u)
+              t[index(wide, v, ip, c, u)] = {{"CHUNKS", std::to_string(c)},
+                                             {"IN_PLACE", ip ? "true" : "false"},
+                                             {"UNROLL", std::to_string(1 << u)},
+                                             {"VEC4", v ? "true" : "false"},
+                                             {"WG", wide ? "1024" : "256"}};
     return t;
   }();
   if (chunks < 0 || chunks > kMaxChunks)
     throw Error("fused_ce: no variant keeps " + std::to_string(chunks) + " chunks in registers");
-  return table[index(wg == 1024, vec4, in_place, chunks)];
+  if (unroll != 1 && unroll != 2 && unroll != 4)
+    throw Error("fused_ce: no variant issues " + std::to_string(unroll) + " loads at once");
+  return table[index(wg == 1024, vec4, in_place, chunks, unroll == 4 ? 2 : unroll == 2 ? 1 : 0)];
+}
+
+// How the rows kernel splits a row of n elements (of T) over wg threads (fused_ce_force.h): the held elements a
+// thread (0, 1, 2, 4 or 8), the loads at once in the streamed rest (1, 4; 2 with 8 held), and whether pass 2 walks
+// it backwards: the combinations rows.variants compiles for the native backend.
+struct RowSplit {
+  int chunks, unroll;
+  bool reverse;
+};
+RowSplit row_split(int64_t n, int64_t wg) {
+  const int64_t per_thread = (n + wg - 1) / wg;
+  const int fit = per_thread <= 1 ? 1 : per_thread <= 2 ? 2 : per_thread <= 4 ? 4 : per_thread <= 8 ? 8 : 0;
+  switch (fused_ce_force) {
+    case kFusedCeChoice: return fit ? RowSplit{fit, 1, false} : RowSplit{4, 4, true};
+    case kFusedCeOld: return {fit, 1, false};
+    case kFusedCeStream: return {0, 4, false};
+    case kFusedCeStreamReverse: return {0, 4, true};
+    case kFusedCeHold8: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 4, true};
+    case kFusedCeHold8Unroll2: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 2, true};
+    default: throw Error("fused_ce: no rows kernel form " + std::to_string(fused_ce_force));
+  }
 }
 
 }  // namespace
@@ -100,12 +133,13 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
                0, 0};
   u32(rows * vocab, "logits elements");
   const bool wide = dev.limits.max_invocations_per_workgroup >= 1024 && dev.limits.max_workgroup_size_x >= 1024;
-  const int64_t wg = wide ? 1024 : 256;
-  // A row of at most 8 elements (of T) per thread is kept in registers between the passes (read once); a longer
-  // one streams (read twice).
-  const int64_t per_thread = (vocab / unit + wg - 1) / wg;
-  const int chunks = per_thread <= 8 ? static_cast<int>(per_thread) : 0;
-  const auto& rows_pipe = dev.pipeline("fused_ce/rows", rows_variant(wg, vec4, in_place, chunks));
+  if (fused_ce_force_wg != 0 && fused_ce_force_wg != 256 && (fused_ce_force_wg != 1024 || !wide))
+    throw UnsupportedError("fused_ce: " + std::to_string(fused_ce_force_wg) + " threads a row is not available here");
+  const int64_t wg = fused_ce_force_wg ? fused_ce_force_wg : wide ? 1024 : 256;
+  const RowSplit split = row_split(vocab / unit, wg);
+  rp.reverse = split.reverse ? 1 : 0;
+  const auto& rows_pipe =
+      dev.pipeline("fused_ce/rows", rows_variant(wg, vec4, in_place, split.chunks, split.unroll));
   const auto [gx, gy] = dev.grid(static_cast<uint64_t>(rows));
   std::vector<wgtrain::detail::Binding> bindings = {{x.storage()->buffer},       {y.storage()->buffer},
                                    {stats.storage()->buffer},   {row_loss.storage()->buffer},

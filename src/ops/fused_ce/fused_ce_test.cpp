@@ -7,6 +7,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "ops/fused_ce/fused_ce_force.h"
 #include "ops/fused_ce/fused_ce_ref.h"
 #include "support/backends.h"
 #include "support/test_support.h"
@@ -155,6 +156,56 @@ void no_counted_labels() {
 
 TEST_P(FusedCeOn, NoCountedLabelsGiveZeroLossAndGradient) {
   test::with_backend(GetParam(), [](auto b) { no_counted_labels<decltype(b)>(); });
+}
+
+// Sets the rows kernel's form and threads a row for the scope (ops::detail::fused_ce_force*), restoring after.
+struct ForceRows {
+  ForceRows(int form, int wg) {
+    ops::detail::fused_ce_force = form;
+    ops::detail::fused_ce_force_wg = wg;
+  }
+  ~ForceRows() {
+    ops::detail::fused_ce_force = ops::detail::kFusedCeChoice;
+    ops::detail::fused_ce_force_wg = 0;
+  }
+};
+
+// Every form of the rows kernel (fused_ce_force.h) at 256 and 1024 threads a row, on rows that end inside the held
+// part, inside a streamed block and in the tail (vec4 and scalar rows), out of place (dlogits poisoned) and in
+// place; each against the float64 reference.
+template <class B>
+void every_rows_form() {
+  namespace od = ops::detail;
+  // 36768 = 4 x (4096 + 4096 + 1000): at 1024 threads (vec4) 4 held a thread, one block of 4, a tail of 1000; 13488
+  // the same at 256; 65936 = 4 x (8192 + 8192 + 100): 8 held, blocks and a tail at 1024; 8969 and 13489 scalar
+  // rows with blocks and a tail; 1000 and 40 held whole.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{3, 36768}, {2, 13488}, {2, 65936}, {2, 8969},
+                                                           {3, 13489}, {5, 1000},  {3, 40}};
+  for (int form : {od::kFusedCeChoice, od::kFusedCeOld, od::kFusedCeStream, od::kFusedCeStreamReverse,
+                   od::kFusedCeHold8, od::kFusedCeHold8Unroll2})
+    for (int wg : {256, 1024})
+      for (const auto& [rows, vocab] : shapes) {
+        SCOPED_TRACE("form " + std::to_string(form) + " wg " + std::to_string(wg) + " " + std::to_string(rows) + "x" +
+                     std::to_string(vocab));
+        const auto x = random_host({rows, vocab}, -8, 8);
+        const auto labels = random_labels(rows, vocab, 0.2);
+        const auto want = ref::cross_entropy(x, labels);
+        const auto lt = B::upload_i32({rows}, as_i32(labels));
+        ForceRows force(form, wg);
+        try {
+          // Out of place, dlogits new (the test devices poison new buffers with NaN: each element must be written).
+          const auto ce = B::fused_ce(B::upload(x), lt);
+          check(ce, x, want);
+          const auto logits = B::upload(x);
+          check(B::fused_ce(logits, lt, std::nullopt, true), x, want);
+        } catch (const UnsupportedError&) {
+          ASSERT_EQ(wg, 1024) << "256 threads a row are always available";
+        }
+      }
+}
+
+TEST_P(FusedCeOn, EveryRowsKernelForm) {
+  test::with_backend(GetParam(), [](auto b) { every_rows_form<decltype(b)>(); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FusedCeOn, ::testing::ValuesIn(test::kBackends));

@@ -1,15 +1,16 @@
-// fused_ce, step 2 (the GLSL twin of rows.wgsl, streaming form): one workgroup per row of logits [R, V]. Pass 1
-// keeps a running (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
+// fused_ce, step 2 (the GLSL twin of rows.wgsl): one workgroup per row of logits [R, V]. Pass 1 keeps a running
+// (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
 //   dlogits = (exp(x - max) / sum - onehot(label)) / n_valid
 // (0 on an ignored row, label < 0, and everywhere when n_valid is 0) and the row's loss log(sum) + max - x[label].
 // The probabilities are never stored; every exponent is <= 0. A label >= V is refused: zero gradient, no loss, and
 // bit p.index_bit in the error word. The parameters, bindings and grid are rows.wgsl's (row = workgroup x + y *
-// workgroups in x), so that fused_ce.cpp drives both.
-// Variants (rows.variants): WG_SIZE threads a row (1024 where the device allows: fewer rows in flight keep each in
-// cache for pass 2); VEC = 4 where V and the offsets are multiples of 4 (then vocab and offsets count vec4s);
-// IN_PLACE: dlogits over the logits (each element read, then written, by one thread), the logits binding then
-// read-write and no dlogits binding (5 bindings, as rows.wgsl with LOGITS_ACCESS = read_write), else the logits
-// read-only and dlogits the sixth binding.
+// workgroups in x), so that fused_ce.cpp drives both; so is the split of a row (rows.wgsl says why): the first
+// CHUNKS * WG elements held in registers between the passes (read once), the rest streamed twice, UNROLL loads a
+// thread at once, pass 2 over the blocks backwards when p.reverse is set.
+// Variants (rows.variants): WG_SIZE threads a row (1024 where the device allows); VEC = 4 where V and the offsets
+// are multiples of 4 (then vocab and offsets count vec4s); IN_PLACE: dlogits over the logits (each element read,
+// then written, by one thread), the logits binding then read-write and no dlogits binding (5 bindings), else the
+// logits read-only and dlogits the sixth binding; CHUNKS (0, 1, 2, 4, 8) and UNROLL (1, 4; 2 with CHUNKS 8).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -21,6 +22,12 @@
 #endif
 #ifndef IN_PLACE
 #define IN_PLACE 0
+#endif
+#ifndef CHUNKS
+#define CHUNKS 0
+#endif
+#ifndef UNROLL
+#define UNROLL 1
 #endif
 #define WG uint(WG_SIZE)
 layout(local_size_x = WG_SIZE) in;
@@ -44,7 +51,8 @@ layout(push_constant) uniform Params {
   uint labels_off;
   uint out_off;     // in T units
   uint index_bit;   // bit to set in index_error for a label >= vocab
-  uint _pad0, _pad1;
+  uint reverse;     // 1: pass 2 walks the streamed blocks backwards
+  uint _pad1;
 } p;  // 32 bytes: RowParams in fused_ce.cpp
 
 #if IN_PLACE
@@ -84,7 +92,36 @@ void main() {
     return;
   }
   float m = LOWEST, s = 0.0;
-  for (uint j = t; j < p.vocab; j += WG) {
+#if CHUNKS > 0
+  T xs[CHUNKS];  // the held elements
+  for (uint c = 0u; c < uint(CHUNKS); ++c) {
+    const uint j = t + c * WG;
+    xs[c] = T(LOWEST);
+    if (j < p.vocab) xs[c] = logits[base + j];
+    m = max(m, hmax(xs[c]));
+  }
+  for (uint c = 0u; c < uint(CHUNKS); ++c)
+    if (t + c * WG < p.vocab) s += hsum(exp(xs[c] - m));
+#endif
+  // The streamed part: [s0, s0 + blocks * UNROLL * WG) in whole blocks, then the tail up to V.
+  const uint s0 = uint(CHUNKS) * WG;
+  const uint span = p.vocab > s0 ? p.vocab - s0 : 0u;
+  const uint blocks = span / (uint(UNROLL) * WG);
+  const uint tail0 = s0 + blocks * uint(UNROLL) * WG;
+  for (uint b = 0u; b < blocks; ++b) {
+    const uint j0 = base + s0 + b * (uint(UNROLL) * WG) + t;
+    T xb[UNROLL];
+    float bm = m;
+    for (uint u = 0u; u < uint(UNROLL); ++u) {
+      xb[u] = logits[j0 + u * WG];
+      bm = max(bm, hmax(xb[u]));
+    }
+    float bs = 0.0;
+    for (uint u = 0u; u < uint(UNROLL); ++u) bs += hsum(exp(xb[u] - bm));
+    s = s * exp(m - bm) + bs;
+    m = bm;
+  }
+  for (uint j = tail0 + t; j < p.vocab; j += WG) {
     const T x = logits[base + j];
     const float mx = max(m, hmax(x));
     s = s * exp(m - mx) + hsum(exp(x - mx));
@@ -99,9 +136,26 @@ void main() {
   const float x_label = logits[base + uint(label)];
 #endif
   barrier();  // everyone has read x_label before it is overwritten in place
-  for (uint j = t; j < p.vocab; j += WG) {
+  // Pass 2: the held part from registers, the streamed part read again (tail first).
+#if CHUNKS > 0
+  for (uint c = 0u; c < uint(CHUNKS); ++c) {
+    const uint j = t + c * WG;
+    if (j < p.vocab) store_d(out_base + j, exp(xs[c] - st.x) * scale - onehot(j, uint(label)) * inv_n);
+  }
+#endif
+  for (uint j = tail0 + t; j < p.vocab; j += WG) {
     const T x = logits[base + j];
     store_d(out_base + j, exp(x - st.x) * scale - onehot(j, uint(label)) * inv_n);
+  }
+  for (uint i = 0u; i < blocks; ++i) {
+    const uint b = p.reverse != 0u ? blocks - 1u - i : i;
+    const uint j0 = s0 + b * (uint(UNROLL) * WG) + t;
+    T xb[UNROLL];
+    for (uint u = 0u; u < uint(UNROLL); ++u) xb[u] = logits[base + j0 + u * WG];
+    for (uint u = 0u; u < uint(UNROLL); ++u) {
+      const uint j = j0 + u * WG;
+      store_d(out_base + j, exp(xb[u] - st.x) * scale - onehot(j, uint(label)) * inv_n);
+    }
   }
   if (t == 0u) row_loss[row] = log(st.y) + st.x - x_label;
 }

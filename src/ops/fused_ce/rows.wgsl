@@ -1,22 +1,27 @@
 // fused_ce, step 2: one workgroup per row of logits [R, V].
 // Pass 1 keeps a running (max, sum of exp(x - max)) per thread and merges them; pass 2 writes
 //   dlogits = (exp(x - max) / sum - onehot(label)) / n_valid
-// (0 for an ignored row, label < 0, and everywhere when n_valid is 0), and the row's loss log(sum) + max - x[label]. Probabilities are never stored.
-// Every exponent is <= 0, so logits of any magnitude are safe. The two passes either stream the row from memory
-// twice (CHUNKS = 0: any V), or, where the row fits in a few registers per thread (CHUNKS = ceil(V / WG) <= 8, in
-// units of T), keep each thread's CHUNKS values in a private array between the passes, so that the logits are
-// read once: its loops have the constant trip count CHUNKS, so the GPU compiler unrolls them and the array stays
-// in registers.
+// (0 for an ignored row, label < 0, and everywhere when n_valid is 0), and the row's loss log(sum) + max - x[label].
+// Probabilities are never stored. Every exponent is <= 0, so logits of any magnitude are safe.
+// A row is read in two parts. The first CHUNKS * WG elements (of T) are held: each thread keeps its CHUNKS of them in
+// a private array between the passes (loops of the constant trip count CHUNKS, which the GPU compiler unrolls, so
+// the array stays in registers), so they are read once; a row that fits there (CHUNKS = ceil(V / WG) <= 8) is read
+// once in all. The rest streams: read in pass 1 and again in pass 2, UNROLL loads a thread issued back to back (the
+// streamed kernel with one load in flight a thread ran V = 128256 at 25-28% of the copy bandwidth on the H200), in
+// blocks of UNROLL * WG elements and a tail. With p.reverse, pass 2 walks the blocks backwards, so that what pass 1 read last, which
+// is likeliest still in L2, is read again first.
 //
 // Variants (fused_ce.cpp fills them in; `wgtrain kernels` lists them):
 // @variant WG {256|1024} threads a row: 1024 where the device allows (fewer rows in flight: each stays in cache)
 // @variant VEC4 {true|false} T = vec4<f32> where V and the offsets are multiples of 4 (then p.vocab counts vec4s)
 // @variant IN_PLACE {true|false} dlogits over the logits buffer (each element read, then written, by the same thread)
-// @variant CHUNKS {0|1|2|3|4|5|6|7|8} elements (of T) each thread keeps in registers between the passes; 0: stream
+// @variant CHUNKS {0|1|2|3|4|5|6|7|8} elements (of T) each thread holds in registers between the passes
+// @variant UNROLL {1|2|4} loads a thread issues at once in the streamed part of the row
 
 const WG: u32 = {{WG}}u;
 const SEG: u32 = WG;       // one row per workgroup
 const CHUNKS: u32 = {{CHUNKS}}u;
+const UNROLL: u32 = {{UNROLL}}u;
 
 {{>common/rowstats}}
 
@@ -27,7 +32,7 @@ struct Params {
   labels_off: u32,
   out_off: u32,
   index_bit: u32,   // bit to set in index_error for a label >= vocab
-  _pad0: u32,
+  reverse: u32,     // 1: pass 2 walks the streamed blocks backwards
   _pad1: u32,
 }
 
@@ -101,15 +106,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   // Pass 1: this thread's (max, sum of exp(x - max)) over elements t, t + WG, t + 2 WG, ...
   var m = LOWEST;
   var s = 0.0;
-  var xs: array<T, max(CHUNKS, 1u)>;  // the cached elements (unused when streaming)
-  if (CHUNKS == 0u) {
-    for (var j = t; j < p.vocab; j = j + WG) {
-      let x = logits[base + j];
-      let mx = max(m, hmax(x));
-      s = s * exp(m - mx) + hsum(exp(x - mx));
-      m = mx;
-    }
-  } else {
+  var xs: array<T, max(CHUNKS, 1u)>;  // the held elements (unused when CHUNKS is 0)
+  if (CHUNKS > 0u) {
     for (var c = 0u; c < CHUNKS; c = c + 1u) {
       let j = t + c * WG;
       xs[c] = T(LOWEST);
@@ -120,6 +118,30 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       if (t + c * WG < p.vocab) { s = s + hsum(exp(xs[c] - m)); }
     }
   }
+  // The streamed part: [s0, s0 + blocks * UNROLL * WG) in whole blocks, then the tail up to V.
+  let s0 = CHUNKS * WG;
+  let span = select(0u, p.vocab - s0, p.vocab > s0);
+  let blocks = span / (UNROLL * WG);
+  let tail0 = s0 + blocks * UNROLL * WG;
+  for (var b = 0u; b < blocks; b = b + 1u) {
+    let j0 = base + s0 + b * (UNROLL * WG) + t;
+    var xb: array<T, UNROLL>;
+    var bm = m;
+    for (var u = 0u; u < UNROLL; u = u + 1u) {
+      xb[u] = logits[j0 + u * WG];
+      bm = max(bm, hmax(xb[u]));
+    }
+    var bs = 0.0;
+    for (var u = 0u; u < UNROLL; u = u + 1u) { bs = bs + hsum(exp(xb[u] - bm)); }
+    s = s * exp(m - bm) + bs;
+    m = bm;
+  }
+  for (var j = tail0 + t; j < p.vocab; j = j + WG) {
+    let x = logits[base + j];
+    let mx = max(m, hmax(x));
+    s = s * exp(m - mx) + hsum(exp(x - mx));
+    m = mx;
+  }
   let stats_row = row_stats(t, m, s);
   let row_max = stats_row.x;
   let row_sum = stats_row.y;
@@ -127,16 +149,25 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let scale = inv_n / row_sum;
   let x_label = lane(logits[base + u32(label) / LANES], u32(label) % LANES);
   workgroupBarrier();  // everyone has read x_label before it is overwritten in place
-  // Pass 2: dlogits.
-  if (CHUNKS == 0u) {
-    for (var j = t; j < p.vocab; j = j + WG) {
-      let x = logits[base + j];
-      store_d(out_base + j, exp(x - row_max) * scale - onehot(j, u32(label)) * inv_n);
-    }
-  } else {
+  // Pass 2: dlogits; the held part from registers, the streamed part read again (tail first).
+  if (CHUNKS > 0u) {
     for (var c = 0u; c < CHUNKS; c = c + 1u) {
       let j = t + c * WG;
       if (j < p.vocab) { store_d(out_base + j, exp(xs[c] - row_max) * scale - onehot(j, u32(label)) * inv_n); }
+    }
+  }
+  for (var j = tail0 + t; j < p.vocab; j = j + WG) {
+    let x = logits[base + j];
+    store_d(out_base + j, exp(x - row_max) * scale - onehot(j, u32(label)) * inv_n);
+  }
+  for (var i = 0u; i < blocks; i = i + 1u) {
+    let b = select(i, blocks - 1u - i, p.reverse != 0u);
+    let j0 = s0 + b * (UNROLL * WG) + t;
+    var xb: array<T, UNROLL>;
+    for (var u = 0u; u < UNROLL; u = u + 1u) { xb[u] = logits[base + j0 + u * WG]; }
+    for (var u = 0u; u < UNROLL; u = u + 1u) {
+      let j = j0 + u * WG;
+      store_d(out_base + j, exp(xb[u] - row_max) * scale - onehot(j, u32(label)) * inv_n);
     }
   }
   if (t == 0u) {

@@ -1,12 +1,14 @@
 // The q4gsw ops: linear_q4gsw (forward), linear_q4gsw_backward (input gradient), linear_dW (weight gradient),
 // q4gsw_requant (latent -> codes, optionally scales first); plus the layout conversions of include/wgtrain/q4gsw.h.
-// The three GEMMs run through matmul/gemm.wgsl; requant.wgsl and scales.wgsl are here.
+// The three GEMMs run through matmul/gemm.wgsl; requant_groups.wgsl (and the two-kernel form before it,
+// requant.wgsl and scales.wgsl) are here.
 #include "wgtrain/q4gsw.h"
 
 #include <cstring>
 
 #include "ops/elementwise/map.h"
 #include "ops/matmul/gemm.h"
+#include "ops/q4gsw/q4gsw_force.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
@@ -188,7 +190,14 @@ struct alignas(16) RequantParams {
 struct alignas(16) ScalesParams {
   uint32_t rows, k, groups, group_size, latent_off, pad0, pad1, pad2;
 };
+struct alignas(16) GroupsParams {
+  uint32_t rows, k, words, group_size, latent_off, groups, tpg, gpw;
+};
 }  // namespace
+
+namespace detail {
+int q4gsw_requant_force = kRequantChoice;
+}  // namespace detail
 
 void q4gsw_requant(const Tensor& latent_in, Q4Weight& w, bool recompute_scales) {
   check_weight("q4gsw_requant", w);
@@ -201,6 +210,25 @@ void q4gsw_requant(const Tensor& latent_in, Q4Weight& w, bool recompute_scales) 
   const Tensor latent = contiguous(latent_in);
   DeviceImpl& dev = latent.device_impl();
   if (n == 0 || k == 0) return;
+  // One pass (requant_groups.wgsl) where a group's words fit the 256 threads of a workgroup.
+  const int64_t tpg = w.group_size / 8;
+  const bool groups_fit = tpg >= 1 && tpg <= 256 && w.group_size % 8 == 0;
+  if (q4gsw_requant_force == kRequantGroups && !groups_fit)
+    throw UnsupportedError("q4gsw_requant: group size " + std::to_string(w.group_size) +
+                           " does not fit the one-pass kernel (at most 2048, a multiple of 8)");
+  if (q4gsw_requant_force != kRequantOld && groups_fit) {
+    const int64_t groups = w.scales.size(0), gpw = 256 / tpg;
+    const bool vec4 = k % 4 == 0 && latent.offset() % 4 == 0;
+    GroupsParams gp{u32(n, "N"),      u32(k, "K"),       u32(w.codes.size(1), "words"), u32(w.group_size, "group size"),
+                    u32(latent.offset(), "offset"), u32(groups, "groups"), static_cast<uint32_t>(tpg),
+                    static_cast<uint32_t>(gpw)};
+    const auto& pipe = dev.pipeline("q4gsw/requant_groups", {{"RECOMPUTE", recompute_scales ? "true" : "false"},
+                                                             {"VEC4", vec4 ? "true" : "false"}});
+    const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n * groups) + gpw - 1) / gpw);
+    dev.dispatch({"q4gsw_requant", &pipe, &gp, sizeof gp,
+                  {{latent.storage()->buffer}, {w.scales.storage()->buffer}, {w.codes.storage()->buffer}}, gx, gy, 1});
+    return;
+  }
   if (recompute_scales) {
     ScalesParams sp{u32(n, "N"), u32(k, "K"), u32(w.scales.size(0), "groups"), u32(w.group_size, "group size"),
                     u32(latent.offset(), "offset"), 0, 0, 0};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "ops/q4gsw/q4gsw_force.h"
 #include "ops/q4gsw/q4gsw_ref.h"
 #include "gpu/device_impl.h"
 #include "support/backends.h"
@@ -181,10 +182,31 @@ TEST(Q4Gemms, LeadingDimsAndStridedInput) {
 
 class Q4Requant : public ::testing::TestWithParam<std::string> {};
 
+// Runs fn with each form of q4gsw_requant forced (ops/q4gsw/q4gsw_force.h): the two-kernel one and the one-pass
+// requant_groups kernel, then the op's own choice.
+template <class Fn>
+void each_requant_form(const Fn& fn) {
+  namespace od = ops::detail;
+  for (int form : {od::kRequantOld, od::kRequantGroups, od::kRequantChoice}) {
+    SCOPED_TRACE("requant form " + std::to_string(form));
+    od::q4gsw_requant_force = form;
+    try {
+      fn();
+    } catch (...) {
+      od::q4gsw_requant_force = od::kRequantChoice;
+      throw;
+    }
+    od::q4gsw_requant_force = od::kRequantChoice;
+  }
+}
+
 template <class B>
 void requant_matches_reference() {
+  // With the one-pass kernel: groups of 1, 3, 4, 8 and 256 words, a workgroup's groups across rows (65 x 64,
+  // 300 x 40), vec4 rows (K % 4 == 0) ending in half a word (36) and scalar ones.
   for (auto [n, k, g] : {std::make_tuple(1, 1, 8), std::make_tuple(7, 13, 32), std::make_tuple(33, 100, 64),
-                         std::make_tuple(5, 256, 128)}) {
+                         std::make_tuple(5, 256, 128), std::make_tuple(3, 36, 8), std::make_tuple(4, 100, 24),
+                         std::make_tuple(2, 4100, 2048), std::make_tuple(65, 64, 32), std::make_tuple(300, 40, 8)}) {
     SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k) + " g" + std::to_string(g));
     auto latent = random_host({n, k}, -1.5, 1.5);
     const auto s = random_host({q4gsw::groups(k, g), n}, 0.05, 0.3);  // some |latent / s| > 8: clamped
@@ -197,7 +219,7 @@ void requant_matches_reference() {
 }
 
 TEST_P(Q4Requant, MatchesTheReferenceBitForBit) {
-  test::with_backend(GetParam(), [](auto b) { requant_matches_reference<decltype(b)>(); });
+  each_requant_form([&] { test::with_backend(GetParam(), [](auto b) { requant_matches_reference<decltype(b)>(); }); });
 }
 
 template <class B>
@@ -222,29 +244,33 @@ void requant_ties() {
 }
 
 TEST_P(Q4Requant, TiesRoundHalfToEven) {
-  test::with_backend(GetParam(), [](auto b) { requant_ties<decltype(b)>(); });
+  each_requant_form([&] { test::with_backend(GetParam(), [](auto b) { requant_ties<decltype(b)>(); }); });
 }
 
 template <class B>
 void requant_recomputes_scales() {
-  const int64_t n = 9, k = 70, g = 32;
-  auto latent = random_host({n, k}, -2, 2);
-  for (int64_t c = 0; c < 32; ++c) latent.data[c] = 0.0;  // an all-zero group: scale 0, codes 8
-  typename B::Q4 w = B::upload_q4(std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0),
-                                  std::vector<float>(q4gsw::groups(k, g) * n, 1.0f), n, k, g);
-  B::q4gsw_requant(B::upload(latent), w, true);
-  const auto got_scales = w.scales.to_host_f32();
-  const auto want_scales = ref::q4_scales(latent, g);
-  ASSERT_EQ(got_scales.size(), want_scales.size());
-  for (size_t i = 0; i < got_scales.size(); ++i)
-    EXPECT_NEAR(got_scales[i], want_scales[i], 3e-7 * want_scales[i]) << i;  // WGSL/SPIR-V division: 2.5 ulp
-  EXPECT_EQ(got_scales[0], 0.0f);
-  // Codes against the scales the device chose; with max/7 scales no code clamps.
-  EXPECT_EQ(B::q4_bytes(w), ref::q4_requant(latent, got_scales, g));
+  for (auto [n, k, g] : {std::make_tuple(9, 70, 32), std::make_tuple(65, 64, 32), std::make_tuple(4, 100, 24),
+                         std::make_tuple(3, 36, 8), std::make_tuple(2, 4100, 2048)}) {
+    SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k) + " g" + std::to_string(g));
+    auto latent = random_host({n, k}, -2, 2);
+    for (int64_t c = 0; c < g; ++c) latent.data[c] = 0.0;  // an all-zero group: scale 0, codes 8
+    typename B::Q4 w = B::upload_q4(std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0),
+                                    std::vector<float>(q4gsw::groups(k, g) * n, 1.0f), n, k, g);
+    B::q4gsw_requant(B::upload(latent), w, true);
+    const auto got_scales = w.scales.to_host_f32();
+    const auto want_scales = ref::q4_scales(latent, g);
+    ASSERT_EQ(got_scales.size(), want_scales.size());
+    for (size_t i = 0; i < got_scales.size(); ++i)
+      EXPECT_NEAR(got_scales[i], want_scales[i], 3e-7 * want_scales[i]) << i;  // WGSL/SPIR-V division: 2.5 ulp
+    EXPECT_EQ(got_scales[0], 0.0f);
+    // Codes against the scales the device chose; with max/7 scales no code clamps.
+    EXPECT_EQ(B::q4_bytes(w), ref::q4_requant(latent, got_scales, g));
+  }
 }
 
 TEST_P(Q4Requant, RecomputesScalesFromTheLatent) {
-  test::with_backend(GetParam(), [](auto b) { requant_recomputes_scales<decltype(b)>(); });
+  each_requant_form(
+      [&] { test::with_backend(GetParam(), [](auto b) { requant_recomputes_scales<decltype(b)>(); }); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Q4Requant, ::testing::ValuesIn(test::kBackends));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/elementwise/map.h"
+#include "ops/shape/transpose_force.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
@@ -49,6 +50,14 @@ static_assert(sizeof(TransposeParams) == 144);
 
 constexpr int64_t kTile = 32;
 
+}  // namespace
+
+namespace detail {
+int transpose_force = kTransposeChoice;
+}  // namespace detail
+
+namespace {
+
 // The tiled transpose (shape/transpose.wgsl) where dst's innermost dim `a` is strided in src and some other dim `b`
 // is contiguous in src; false (nothing issued) where the copy has no such pair of dims or they are too short for
 // tiles to pay (under 8 words, a tile would be mostly idle and the plain copy reads few sectors anyway).
@@ -67,7 +76,19 @@ bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coal
   TransposeParams p{};
   p.a_len = u32(c.shape[a], "transpose extent");
   p.b_len = u32(c.shape[b], "transpose extent");
-  p.tiles_a = u32((c.shape[a] + kTile - 1) / kTile, "tiles");
+  // Tiles of 32 AH along a (shape/transpose.wgsl): 2 (8 words an invocation each way), or what transpose_force
+  // asks where the device's workgroup memory holds it; 1 where a is short.
+  auto fits = [&](int64_t h) { return h * kTile * (kTile + 1) * 4 <= dev.limits.max_workgroup_storage; };
+  int64_t ah = 2;
+  while (ah > 1 && (c.shape[a] <= kTile * ah / 2 || !fits(ah))) ah /= 2;
+  if (transpose_force != kTransposeChoice) {
+    ah = transpose_force;
+    if (ah != 1 && ah != 2 && ah != 4) throw Error("copy: no transpose tile of " + std::to_string(ah) + " x 32 words");
+    if (!fits(ah))
+      throw UnsupportedError("copy: a transpose tile of " + std::to_string(ah * kTile) +
+                             " x 32 words needs more workgroup memory than the device grants");
+  }
+  p.tiles_a = u32((c.shape[a] + kTile * ah - 1) / (kTile * ah), "tiles");
   p.tiles_b = u32((c.shape[b] + kTile - 1) / kTile, "tiles");
   p.src_a = u32(ss[a], "stride");
   p.dst_b = u32(ds[b], "stride");
@@ -86,7 +107,7 @@ bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coal
   fill_u32x8(p.batch_shape, bshape, op);
   fill_u32x8(p.batch_src, bsrc, op);
   fill_u32x8(p.batch_dst, bdst, op);
-  const auto& pipe = dev.pipeline("shape/transpose", {});
+  const auto& pipe = dev.pipeline("shape/transpose", {{"AH", std::to_string(ah)}});
   const auto [gx, gy] = dev.grid(static_cast<uint64_t>(p.tiles_a) * p.tiles_b * static_cast<uint64_t>(batch));
   dev.dispatch({op, &pipe, &p, sizeof p, {{src.storage()->buffer}, {dst.storage()->buffer}}, gx, gy, 1});
   return true;

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "ops/reference.h"
+#include "ops/shape/transpose_force.h"
 #include "support/backends.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
@@ -171,8 +172,20 @@ std::vector<float> gather(const std::vector<float>& storage, const Tensor& view)
 
 // The copies that transpose (the output's innermost dim strided in the source: the tiled kernel) and those that
 // move whole rows (innermost dim contiguous in both: 16-byte words where aligned), at sizes off the 32 x 32 tile,
-// from views at offsets, into poisoned outputs; exact.
+// from views at offsets, into poisoned outputs; exact. Each tile of the tiled kernel (ops/shape/transpose_force.h)
+// forced in turn (the 128 x 32 tile where the device grants the workgroup memory), then the op's choice.
+void transposing_copies_at_awkward_shapes();
 TEST(Contiguous, TransposingCopiesAtAwkwardShapes) {
+  for (int tile : {1, 2, 4, ops::detail::kTransposeChoice}) {
+    SCOPED_TRACE("transpose tile " + std::to_string(tile));
+    if (tile == 4 && 4 * 32 * 33 * 4 > test::device().limits().max_workgroup_storage) continue;
+    ops::detail::transpose_force = tile;
+    transposing_copies_at_awkward_shapes();
+  }
+  ops::detail::transpose_force = ops::detail::kTransposeChoice;
+}
+
+void transposing_copies_at_awkward_shapes() {
   struct Case {
     Shape storage;
     std::vector<int> dims;
@@ -191,6 +204,8 @@ TEST(Contiguous, TransposingCopiesAtAwkwardShapes) {
       {{2, 35, 4, 8}, {0, 2, 1, 3}, 1, 1},       // the same at an offset of 32 words (vec4)
       {{2, 35, 3, 6}, {0, 2, 1, 3}, 1, 1},       // rows of 6 words (one word at a time)
       {{2, 35, 4, 8}, {0, 2, 1, 3}, 3, 2},       // rows cut to 6 words at an offset of 2
+      {{200, 70}, {1, 0}, 0, 5},                 // 195 along a: tiles of 64 and 128 words, the last one partial
+      {{2, 129, 33}, {0, 2, 1}, -1, 0},          // a batch, 129 along a
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(shape_str(c.storage));
