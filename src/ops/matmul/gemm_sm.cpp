@@ -15,14 +15,14 @@ struct alignas(16) SmParams {
   uint32_t m, n, k, batch0;
   uint32_t a_off, a_sb, a_sm, a_sk;
   uint32_t b_off, b_sb, b_sk, b_sn;
-  uint32_t bias_off, flags, q_words, q_rows;
+  uint32_t unused0, flags, q_words, q_rows;
   uint32_t group_size, c_off, k_chunk, sa_off;
   uint32_t sb_off, r_sn, r_sb, padded;
 };
 static_assert(sizeof(SmParams) == 96);
 
-struct alignas(16) CropParams {
-  uint32_t total, m, n, splits, cols_p, block, c_off, pad;
+struct alignas(16) FinishParams {
+  uint32_t total, m, n, splits, cols_p, block, c_off, bias_off, flags, sa_off, sb_off, pad;
 };
 
 struct alignas(16) AbsmaxParams {
@@ -129,7 +129,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   p.a_sb = u32(a.strides()[0], "stride");
   p.a_sm = u32(a.strides()[1], "stride");
   p.a_sk = u32(a.strides()[2], "stride");
-  p.flags = (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | ((K == 1 || a.strides()[2] == 1) ? 4u : 0u) | 16u;
+  p.flags = ((K == 1 || a.strides()[2] == 1) ? 4u : 0u) | 16u;
   if (f32_b) {
     p.b_off = u32(b.offset(), "offset");
     p.b_sb = u32(b.strides()[0], "stride");
@@ -142,7 +142,6 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     p.q_rows = u32(gb.q_rows, "weight rows");
     p.group_size = u32(gb.group_size, "group size");
   }
-  p.bias_off = bias ? u32(bias->offset(), "offset") : 0;
   p.c_off = u32(c.offset(), "offset");
   u32(batch * M * N, "output elements");
 
@@ -184,10 +183,15 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
                                    ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software,
                                                   kDepth)
                                    : SplitK{1, K};
-  // The kernel stores whole 16 x 16 fragments: straight into c where none straddles an edge and c's offset keeps them
-  // 16-byte aligned, nothing is accumulated and there is one chunk; else into a padded buffer of whole blocks that
-  // sm_crop.wgsl sums, crops and adds into c.
+  // The kernel stores whole 16 x 16 fragments, still scaled: straight into c where none straddles an edge and c's
+  // offset keeps them 16-byte aligned, nothing is accumulated and there is one chunk; else into a padded buffer of
+  // whole blocks. sm_finish.wgsl then finishes c (scales, bias, chunks, accumulation).
   const bool direct = splits == 1 && !accumulate && M % 16 == 0 && N % 16 == 0 && c.offset() % 4 == 0;
+  FinishParams fp{u32(batch * M * N, "output elements"), p.m, p.n, u32(splits, "splits"), 0, 0,
+                  u32(c.offset(), "offset"), bias ? u32(bias->offset(), "offset") : 0,
+                  (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | (p.flags & 48u), p.sa_off, p.sb_off, 0};
+  const auto [fx, fy] = dev.grid((static_cast<uint64_t>(batch * M * N) + 255) / 256);
+  static const wgtrain::detail::KernelDefs finish_variants[2] = {{{"IN_PLACE", "false"}}, {{"IN_PLACE", "true"}}};
   if (!direct) {
     const int64_t rows_p = static_cast<int64_t>(gy) * kBlock, cols_p = static_cast<int64_t>(gx) * kBlock;
     const int64_t blocks = splits > 1 ? splits : batch;
@@ -197,20 +201,17 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     p.r_sn = u32(cols_p, "padded columns");
     p.r_sb = u32(rows_p * cols_p, "padded block");
     p.padded = 1;
-    const int64_t zs = splits > 1 ? splits : batch;
-    for (int64_t z0 = 0; z0 < zs; z0 += maxz) {
+    for (int64_t z0 = 0; z0 < blocks; z0 += maxz) {
       p.batch0 = static_cast<uint32_t>(z0);
       dev.dispatch({op, &pipe, &p, sizeof p,
-                    {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {padded.storage()->buffer},
-                     {amax_buf}},
-                    gx, gy, static_cast<uint32_t>(std::min(maxz, zs - z0))});
+                    {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {padded.storage()->buffer}, {amax_buf}},
+                    gx, gy, static_cast<uint32_t>(std::min(maxz, blocks - z0))});
     }
-    CropParams cp{u32(batch * M * N, "output elements"), p.m, p.n, u32(splits, "splits"), p.r_sn, p.r_sb,
-                  u32(c.offset(), "offset"), 0};
-    static const wgtrain::detail::KernelDefs crop_variants[2] = {{{"ACCUMULATE", "false"}}, {{"ACCUMULATE", "true"}}};
-    const auto& crop = dev.pipeline("matmul/sm_crop", crop_variants[accumulate ? 1 : 0]);
-    const auto [sx, sy] = dev.grid((static_cast<uint64_t>(batch * M * N) + 255) / 256);
-    dev.dispatch({op, &crop, &cp, sizeof cp, {{padded.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
+    fp.cols_p = p.r_sn;
+    fp.block = p.r_sb;
+    fp.total = u32(batch * M * N, "output elements");
+    dev.dispatch({op, &dev.pipeline("matmul/sm_finish", finish_variants[0]), &fp, sizeof fp,
+                  {{c.storage()->buffer}, {amax_buf}, {bias_buf}, {padded.storage()->buffer}}, fx, fy, 1});
     return;
   }
   p.r_sn = p.n;
@@ -219,10 +220,11 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     p.batch0 = static_cast<uint32_t>(b0);
     const uint32_t gz = static_cast<uint32_t>(std::min(maxz, batch - b0));
     dev.dispatch({op, &pipe, &p, sizeof p,
-                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {bias_buf}, {c.storage()->buffer},
-                   {amax_buf}},
-                  gx, gy, gz});
+                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {c.storage()->buffer}, {amax_buf}}, gx, gy,
+                  gz});
   }
+  dev.dispatch({op, &dev.pipeline("matmul/sm_finish", finish_variants[1]), &fp, sizeof fp,
+                {{c.storage()->buffer}, {amax_buf}, {bias_buf}}, fx, fy, 1});
 }
 
 }  // namespace wgtrain::ops::detail

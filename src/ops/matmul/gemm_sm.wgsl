@@ -13,12 +13,11 @@
 // chromium_disable_uniformity_analysis: Tint otherwise rejects subgroupMatrixLoad/Store offsets that depend on the
 // invocation (the subgroup's tile), though they are uniform across each subgroup.
 // Edges: loads outside M, N or K take zeros, so the fragments always see whole tiles.
-// The results: each subgroup stores its fragments straight to memory (no tile of results in workgroup memory: on the
-// H200 16 KiB more of it per workgroup cost 40% of the speed, run n), still scaled; then, after a storage barrier,
-// the workgroup reads its block back (from cache) and writes it again with the scales undone and the bias added.
-// Into c itself where M and N are multiples of 16 (no fragment straddles an edge) and nothing is accumulated, else
-// into a padded buffer [z][grid rows * 128][grid columns * 128] that sm_crop.wgsl then adds or copies into c (it also
-// sums split-K's chunks).
+// The results: each subgroup stores its fragments straight to memory as they are, still scaled (no tile of results
+// in workgroup memory: on the H200 16 KiB more of it a workgroup cost 40% of the speed, run n; nor a read-back after
+// a storage barrier: 30%). sm_finish.wgsl then undoes the scales, adds the bias and what c held: in place where the
+// fragments went into c itself (M and N multiples of 16, so none straddles an edge; nothing accumulated), else from
+// the padded buffer [z][grid rows * 128][grid columns * 128] they went to (summing split-K's chunks).
 //
 // @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W (gemm.wgsl's)
 // @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats and K too: loaded as vec4s, a
@@ -77,8 +76,8 @@ struct Params {
   b_sb: u32,
   b_sk: u32,
   b_sn: u32,
-  bias_off: u32,
-  flags: u32,       // 1: bias; 2: accumulate; 4: A's k stride is 1; 8: B's n stride is 1; 16: A rows scaled;
+  _unused0: u32,
+  flags: u32,       // 4: A's k stride is 1; 8: B's n stride is 1; 16: A rows scaled;
                     // 32: B columns scaled
   q_words: u32,
   q_rows: u32,
@@ -89,16 +88,15 @@ struct Params {
   sb_off: u32,      // of B's columns: absmax[sb_off + batch * n + col]
   r_sn: u32,        // where results go: row stride (N in c, grid columns * 128 in a padded buffer)
   r_sb: u32,        // and the stride of wid.z (batch or split-K chunk)
-  padded: u32,      // 1: c is the padded buffer (no bounds but the scales' and bias's), else c itself
+  padded: u32,      // 1: c is the padded buffer (whole blocks), else c itself
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<{{A_TYPE}}>;
 @group(0) @binding(2) var<storage, read> b: array<{{B_TYPE}}>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read_write> c: array<f32>;
-@group(0) @binding(6) var<storage, read> absmax: array<u32>;
+@group(0) @binding(4) var<storage, read_write> c: array<f32>;
+@group(0) @binding(5) var<storage, read> absmax: array<u32>;
 
 var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k] ([k][m], BK * SAT, with A_T)
 var<workgroup> sb: array<f16, SB_SIZE>;  // B's tile [k][n] (BK * SB), or [n][k] with B_NK (BN * SBT)
@@ -408,9 +406,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     }
   }
 
-  // The epilogue. 1. Each subgroup stores its 4 x 2 fragments (still scaled) at their places: in c, fragments wholly
-  // outside M or N are left out (no fragment straddles an edge there: M and N are multiples of 16); the padded
-  // buffer holds whole blocks.
+  // Each subgroup stores its 4 x 2 fragments (still scaled) at their places: in c, fragments wholly outside M or N
+  // are left out (no fragment straddles an edge there: M and N are multiples of 16); the padded buffer holds whole
+  // blocks.
   let rb = p.c_off + out_bat * p.r_sb + m0 * p.r_sn + n0;  // the block's first result
   let pad = p.padded != 0u;
   let fr = rb + wr * p.r_sn + wc;
@@ -431,49 +429,5 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   if (pad || m0 + wr + 48u < p.m) {
     if (in0) { subgroupMatrixStore(&c, fr + 48u * p.r_sn, c3_0, false, p.r_sn); }
     if (in1) { subgroupMatrixStore(&c, fr + 48u * p.r_sn + 16u, c3_1, false, p.r_sn); }
-  }
-  // 2. Where there is something to undo or add, the workgroup reads the block back and writes it finished: thread
-  // li takes rows li / 32 + 8 h (h < 16) and columns li % 32 + 32 q (q < 4): a warp reads 128 neighbouring bytes.
-  let bias_on = (p.flags & 1u) != 0u;
-  if (!a_scaled && !(B_MODE == 0u && b_scaled) && !bias_on) {
-    return;
-  }
-  var cs: array<f32, 4>;  // the columns' scales (times 1), and their bias
-  var cb: array<f32, 4>;
-  for (var q = 0u; q < 4u; q = q + 1u) {
-    let gn = n0 + li % 32u + 32u * q;
-    cs[q] = 1.0;
-    cb[q] = 0.0;
-    if (gn < p.n) {
-      if (B_MODE == 0u && b_scaled) { cs[q] = pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
-      if (bias_on) { cb[q] = bias[p.bias_off + gn]; }
-    }
-  }
-  storageBarrier();
-  // Two halves of 8 rows: 32 loads (and the rows' scales) issued together, then 32 stores. Loads between the stores
-  // each waited for the store before them (the compiler cannot tell the addresses apart): 40% slower, run n.
-  for (var half = 0u; half < 2u; half = half + 1u) {
-    var v: array<f32, 32>;
-    var rs: array<f32, 8>;
-    for (var h = 0u; h < 8u; h = h + 1u) {
-      let r = li / 32u + 8u * (8u * half + h);
-      rs[h] = 1.0;
-      if (a_scaled && m0 + r < p.m) { rs[h] = pow2_of(absmax[p.sa_off + bat * p.m + m0 + r]); }
-      for (var q = 0u; q < 4u; q = q + 1u) {
-        let col = li % 32u + 32u * q;
-        let ok = pad || (m0 + r < p.m && n0 + col < p.n);
-        v[h * 4u + q] = select(0.0, c[select(0u, rb + r * p.r_sn + col, ok)], ok);
-      }
-    }
-    for (var h = 0u; h < 8u; h = h + 1u) {
-      let r = li / 32u + 8u * (8u * half + h);
-      let gm = m0 + r;
-      for (var q = 0u; q < 4u; q = q + 1u) {
-        let col = li % 32u + 32u * q;
-        if (pad || (gm < p.m && n0 + col < p.n)) {
-          c[rb + r * p.r_sn + col] = v[h * 4u + q] * rs[h] * cs[q] + cb[q];
-        }
-      }
-    }
   }
 }

@@ -143,43 +143,36 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                     assert pad or (m0+wr+16*fi+15 < p['m'] and n0+wc+16*fj+15 < p['n'])
                     for r in range(16):
                         for cc in range(16): c[rb + (wr+16*fi+r)*p['r_sn'] + wc+16*fj+cc] = acc[wr+16*fi+r][wc+16*fj+cc]
-        a_sc = p['flags'] & 16 != 0; b_sc = B_MODE == 0 and p['flags'] & 32 != 0; bias_on = p['flags'] & 1 != 0
-        if not (a_sc or b_sc or bias_on): continue
-        for li in range(256):
-            cs = [1.0]*4; cb = [0.0]*4
-            for q in range(4):
-                gn = n0 + li%32 + 32*q
-                if gn < p['n']:
-                    if b_sc: cs[q] = pow2_of(absmax[p['sb_off'] + bat*p['n'] + gn])
-                    if bias_on: cb[q] = bias[p['bias_off'] + gn]
-            for h in range(16):
-                r = li//32 + 8*h; gm = m0 + r
-                if not pad and gm >= p['m']: break
-                rs = 1.0
-                if a_sc and gm < p['m']: rs = pow2_of(absmax[p['sa_off'] + bat*p['m'] + gm])
-                for q in range(4):
-                    col = li%32 + 32*q
-                    if pad or n0 + col < p['n']:
-                        at = rb + r*p['r_sn'] + col
-                        c[at] = c[at]*rs*cs[q] + cb[q]
+def finish(p, c, absmax, bias, raw, M, N, batch, splits, acc, cols_p, block, B_MODE):
+    """sm_finish.wgsl: the chunks summed (from raw, or c itself when raw is None), the scales undone, bias, accumulate."""
+    for o in range(batch*M*N):
+        bb, i, j = o//(M*N), (o % (M*N))//N, o % N
+        at = p['c_off'] + o
+        if raw is None: v = c[at]
+        else:
+            v = 0.0
+            for z in range(splits): v += raw[(bb + z)*block + i*cols_p + j]
+        if p['flags'] & 16: v *= pow2_of(absmax[p['sa_off'] + bb*M + i])
+        if B_MODE == 0 and p['flags'] & 32: v *= pow2_of(absmax[p['sb_off'] + bb*N + j])
+        if p['bias']: v += bias[p['bias_off'] + j]
+        if acc: v += c[at]
+        c[at] = v
 def launch(p, a, b, scales, bias, c, absmax, B_MODE, M, N, batch, gx, gy, splits, acc, A_VEC=False, B_VEC=False,
            A_T=False, B_T=False):
-    """gemm_sm.cpp's choice: straight into c, or through a padded buffer that sm_crop.wgsl sums and crops into c."""
+    """gemm_sm.cpp's choice: straight into c, or through a padded buffer; then sm_finish.wgsl."""
     c_off = p['c_off']
     direct = splits == 1 and not acc and M % 16 == 0 and N % 16 == 0 and c_off % 4 == 0
+    p['bias'] = p['flags'] & 1; p['flags'] &= ~3
     if direct:
         p.update(r_sn=N, r_sb=M*N, padded=0)
         run(p, a, b, scales, bias, c, absmax, B_MODE, (gx, gy, batch), A_VEC, B_VEC, A_T, B_T)
+        finish(p, c, absmax, bias, None, M, N, batch, 1, False, 0, 0, B_MODE)
         return direct
     rows_p, cols_p = gy*BM, gx*BN; blocks = splits if splits > 1 else batch
     buf = [float('nan')]*(blocks*rows_p*cols_p)
-    p.update(r_sn=cols_p, r_sb=rows_p*cols_p, padded=1, c_off=0, flags=p['flags'] & ~2)
-    run(p, a, b, scales, bias, buf, absmax, B_MODE, (gx, gy, blocks), A_VEC, B_VEC, A_T, B_T)
-    for o in range(batch*M*N):  # sm_crop.wgsl
-        bb, i, j = o//(M*N), (o % (M*N))//N, o % N
-        s_ = 0.0
-        for z in range(splits): s_ += buf[(bb + z)*rows_p*cols_p + i*cols_p + j]
-        c[c_off + o] = s_ + (c[c_off + o] if acc else 0.0)
+    pp = dict(p, r_sn=cols_p, r_sb=rows_p*cols_p, padded=1, c_off=0)
+    run(pp, a, b, scales, bias, buf, absmax, B_MODE, (gx, gy, blocks), A_VEC, B_VEC, A_T, B_T)
+    finish(p, c, absmax, bias, buf, M, N, batch, splits, acc, cols_p, rows_p*cols_p, B_MODE)
     return direct
 random.seed(1)
 def absmax_of(buf, off, batch, rows, length, sb, sr, sl):

@@ -1,0 +1,77 @@
+// The end of a mixed-precision GEMM (gemm_sm.wgsl stores its products still scaled): c[b][i][j] = (sum over the
+// chunks s of raw[b + s][i][j]) * 2^ea(b, i) * 2^eb(b, j) (+ bias[j]) (+ what c held), the powers of two from the
+// absmax bits as gemm_sm.wgsl took them (exact in f32). Either the batch or the chunk count is 1.
+// IN_PLACE: raw is c itself, laid out as c ([batch][m][n], one chunk); else a padded buffer of blocks
+// [rows_p][cols_p] (the GEMM's grid in whole 128 x 128 blocks), chunks summed in order (the same result every run).
+//
+// @variant IN_PLACE {true|false} the products are in c itself (else in the padded buffer `raw`)
+
+const WG: u32 = 256u;
+const IN_PLACE: bool = {{IN_PLACE}};
+
+struct Params {
+  total: u32,   // elements of c: batch * m * n
+  m: u32,
+  n: u32,
+  splits: u32,
+  cols_p: u32,  // raw's row stride (padded)
+  block: u32,   // raw's stride between blocks
+  c_off: u32,
+  bias_off: u32,
+  flags: u32,   // 1: bias; 2: accumulate; 16: A's rows scaled; 32: B's columns scaled
+  sa_off: u32,  // absmax bits of A's rows: absmax[sa_off + b * m + i]
+  sb_off: u32,  // of B's columns: absmax[sb_off + b * n + j]
+  _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> c: array<f32>;
+@group(0) @binding(2) var<storage, read> absmax: array<u32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+{{^IN_PLACE}}
+@group(0) @binding(4) var<storage, read> raw: array<f32>;
+{{/IN_PLACE}}
+
+// As gemm_sm.wgsl's: 2^e with the largest magnitude (its f32 bits) in [2^(e-1), 2^e); 1 for zero, inf or NaN.
+fn pow2_of(bits: u32) -> f32 {
+  let e = bits >> 23u;
+  if (bits == 0u || e >= 255u) {
+    return 1.0;
+  }
+  return bitcast<f32>(clamp(e + 1u, 1u, 252u) << 23u);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let o = gid.x + gid.y * nwg.x * WG;
+  if (o >= p.total) {
+    return;
+  }
+  let mn = p.m * p.n;
+  let b = o / mn;
+  let i = (o % mn) / p.n;
+  let j = o % p.n;
+  let at = p.c_off + o;
+  var v = 0.0;
+{{#IN_PLACE}}
+  v = c[at];
+{{/IN_PLACE}}
+{{^IN_PLACE}}
+  for (var s = 0u; s < p.splits; s = s + 1u) {
+    v = v + raw[(b + s) * p.block + i * p.cols_p + j];
+  }
+{{/IN_PLACE}}
+  if ((p.flags & 16u) != 0u) {
+    v = v * pow2_of(absmax[p.sa_off + b * p.m + i]);
+  }
+  if ((p.flags & 32u) != 0u) {
+    v = v * pow2_of(absmax[p.sb_off + b * p.n + j]);
+  }
+  if ((p.flags & 1u) != 0u) {
+    v = v + bias[p.bias_off + j];
+  }
+  if ((p.flags & 2u) != 0u) {
+    v = v + c[at];
+  }
+  c[at] = v;
+}
