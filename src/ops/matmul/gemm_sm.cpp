@@ -31,15 +31,33 @@ struct alignas(16) AbsmaxParams {
 
 constexpr int64_t kBlock = 128, kDepth = 32;  // gemm_sm.wgsl's BM = BN and BK
 
-// out[out_off + b * rows + r] = the bits of max_l |x[off + b sb + r sr + l sl]| (atomicMax: out holds zeros first).
+// Whether absmax_into takes whole rows (sm_row_absmax.wgsl: rows with len stride 1, written once, no zeros needed)
+// rather than tiles that combine with atomicMax into zeros (sm_absmax.wgsl).
+bool absmax_whole_rows(const DeviceImpl& dev, int64_t batch, int64_t rows, int64_t sr, int64_t sl) {
+  const int64_t maxd = dev.limits.max_workgroups_per_dim;
+  return sl == 1 && sr != 1 && (rows + 7) / 8 <= maxd && batch <= maxd;
+}
+
+// out[out_off + b * rows + r] = the bits of max_l |x[off + b sb + r sr + l sl]| (whole rows where
+// absmax_whole_rows, else atomicMax: out must hold zeros first).
 void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle x, int64_t off, int64_t batch,
                  int64_t rows, int64_t len, int64_t sb, int64_t sr, int64_t sl, const Tensor& out, int64_t out_off) {
   if (batch == 0 || rows == 0 || len == 0) return;
+  AbsmaxParams p{u32(rows, "rows"), u32(len, "length"),      u32(off, "offset"),           u32(sb, "stride"),
+                 u32(sr, "stride"), u32(sl, "stride"), u32(out.offset() + out_off, "offset"), 0};
+  if (absmax_whole_rows(dev, batch, rows, sr, sl)) {
+    const bool v4 = off % 4 == 0 && sr % 4 == 0 && len % 4 == 0 && (batch == 1 || sb % 4 == 0);
+    static const wgtrain::detail::KernelDefs row_variants[2] = {{{"V4", "false"}, {"X_TYPE", "f32"}},
+                                                                {{"V4", "true"}, {"X_TYPE", "vec4<f32>"}}};
+    const auto& pipe = dev.pipeline("matmul/sm_row_absmax", row_variants[v4 ? 1 : 0]);
+    // Its own name, so that a profile (WGTRAIN_PROFILE=1) shows the pass apart from the GEMMs it serves.
+    dev.dispatch({"mixed absmax", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},
+                  static_cast<uint32_t>((rows + 7) / 8), 1, static_cast<uint32_t>(batch)});
+    return;
+  }
   // Neighbouring threads along len where its stride is 1 and the rows' is not, so that they read neighbours.
   const bool lfast = sl == 1 && sr != 1;
   const int64_t tile_rows = lfast ? 16 : 64, tile_len = lfast ? 256 : 64;
-  AbsmaxParams p{u32(rows, "rows"), u32(len, "length"),      u32(off, "offset"),           u32(sb, "stride"),
-                 u32(sr, "stride"), u32(sl, "stride"), u32(out.offset() + out_off, "offset"), 0};
   static const wgtrain::detail::KernelDefs variants[2] = {{{"LFAST", "false"}}, {{"LFAST", "true"}}};
   const auto& pipe = dev.pipeline("matmul/sm_absmax", variants[lfast ? 1 : 0]);
   const int64_t maxd = dev.limits.max_workgroups_per_dim;
@@ -47,7 +65,6 @@ void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle 
   if (gx > maxd || gy > maxd || batch > maxd)
     throw Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(batch) + " x " +
                 std::to_string(rows) + " x " + std::to_string(len) + " is beyond the absmax pass's grid");
-  // Its own name, so that a profile (WGTRAIN_PROFILE=1) shows the pass apart from the GEMMs it serves.
   dev.dispatch({"mixed absmax", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}}, static_cast<uint32_t>(gx),
                 static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
 }
@@ -107,7 +124,7 @@ Tensor row_absmax(const Tensor& x) {
   check_rank("row_absmax", x, "input", 3);
   DeviceImpl& dev = x.device_impl();
   const Tensor out = new_tensor(dev, {x.size(0) * x.size(1)}, DType::F32);
-  ops::fill_(out, 0.0);
+  if (!absmax_whole_rows(dev, x.size(0), x.size(1), x.strides()[1], x.strides()[2])) ops::fill_(out, 0.0);
   absmax_into("row_absmax", dev, x.storage()->buffer, x.offset(), x.size(0), x.size(1), x.size(2), x.strides()[0],
               x.strides()[1], x.strides()[2], out, 0);
   return out.reshape({x.size(0), x.size(1)});
@@ -149,7 +166,10 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   // q4 weights are left as they are: codes in -8..7 times their group's scale are well inside f16's range.
   const int64_t a_rows = batch * M, b_cols = f32_b ? batch * N : 0;
   const Tensor amax = new_tensor(dev, {a_rows + b_cols}, DType::F32);
-  ops::fill_(amax, 0.0);
+  // Zeros first only for the atomic tiles: whole rows are written once.
+  if (!absmax_whole_rows(dev, batch, M, a.strides()[1], a.strides()[2]) ||
+      (f32_b && !absmax_whole_rows(dev, batch, N, b.strides()[2], b.strides()[1])))
+    ops::fill_(amax, 0.0);
   absmax_into(op, dev, a.storage()->buffer, a.offset(), batch, M, K, a.strides()[0], a.strides()[1], a.strides()[2],
               amax, 0);
   if (f32_b)

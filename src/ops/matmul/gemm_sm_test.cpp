@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "gpu/device_impl.h"
@@ -231,16 +232,20 @@ INSTANTIATE_TEST_SUITE_P(Awkward, MixedQ4,
 
 // ---- everywhere (llvmpipe included) ---------------------------------------------------------------------------------
 
-// The absmax pass (sm_absmax.wgsl) over row-major and transposed views, rows and lengths around its tiles (64 x 64,
-// 16 x 256), zero rows and rows far from 1: exactly the largest magnitude.
+// The absmax passes: whole rows (sm_row_absmax.wgsl, rows along len, vec4 or not) and tiles combined atomically
+// (sm_absmax.wgsl, transposed views), rows and lengths around their tiles (8 rows of 32 threads; 64 x 64), zero rows,
+// rows far from 1, a row holding an infinity: exactly the largest magnitude. (Not a NaN: WGSL's max leaves it to
+// the GPU whether a NaN wins; the GEMM's products carry it either way.)
 TEST(MixedAbsmax, RowMaximaAreExact) {
   for (const auto& [B, R, L] : {std::make_tuple(1, 1, 1), std::make_tuple(2, 17, 300), std::make_tuple(1, 65, 65),
-                                std::make_tuple(3, 100, 257), std::make_tuple(1, 300, 7)}) {
+                                std::make_tuple(3, 100, 257), std::make_tuple(1, 300, 7),
+                                std::make_tuple(2, 9, 1728)}) {
     SCOPED_TRACE(std::to_string(B) + "x" + std::to_string(R) + "x" + std::to_string(L));
     auto x = random_host({B, R, L});
     for (int64_t r = 0; r < B * R; ++r)
       for (int64_t l = 0; l < L; ++l) x.data[r * L + l] *= std::ldexp(1.0, static_cast<int>(r % 50) - 25);
     for (int64_t l = 0; l < L; ++l) x.data[(B * R / 2) * L + l] = 0;  // one zero row
+    if (B * R > 4) x.data[1 * L + L / 2] = -std::numeric_limits<double>::infinity();
     std::vector<float> want(B * R, 0.0f);
     for (int64_t r = 0; r < B * R; ++r)
       for (int64_t l = 0; l < L; ++l) want[r] = std::max(want[r], std::fabs(static_cast<float>(x.data[r * L + l])));

@@ -42,7 +42,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     let l = l0 + t * stride;
     if (l < p.len) { m = max(m, abs(x[base + l * p.sl])); }
   }
-  // A NaN (bits above infinity's, m being non-negative) counts as infinity: the GEMM leaves such a row unscaled.
+  // Bits above infinity's (a NaN, should max have kept one) are taken as infinity: the row stays unscaled. Whether
+  // max keeps a NaN is up to the GPU; the GEMM's products carry the NaN either way.
   let bits = min(bitcast<u32>(m), 0x7f800000u);
   if (bits != 0u) { atomicMax(&maxima[p.out_off + wid.z * p.rows + r], bits); }
 }
