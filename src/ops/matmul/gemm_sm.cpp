@@ -210,8 +210,17 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   FinishParams fp{u32(batch * M * N, "output elements"), p.m, p.n, u32(splits, "splits"), 0, 0,
                   u32(c.offset(), "offset"), bias ? u32(bias->offset(), "offset") : 0,
                   (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | (p.flags & 48u), p.sa_off, p.sb_off, 0};
-  const auto [fx, fy] = dev.grid((static_cast<uint64_t>(batch * M * N) + 255) / 256);
-  static const wgtrain::detail::KernelDefs finish_variants[2] = {{{"IN_PLACE", "false"}}, {{"IN_PLACE", "true"}}};
+  // 4 outputs a thread where they are whole vec4s of c (and of the padded buffer, whose rows are multiples of 128).
+  const bool fv4 = N % 4 == 0 && c.offset() % 4 == 0;
+  const auto [fx, fy] = dev.grid((static_cast<uint64_t>(batch * M * N) / (fv4 ? 4 : 1) + 255) / 256);
+  static const wgtrain::detail::KernelDefs finish_variants[4] = {
+      {{"IN_PLACE", "false"}, {"T", "f32"}, {"V4", "false"}},
+      {{"IN_PLACE", "true"}, {"T", "f32"}, {"V4", "false"}},
+      {{"IN_PLACE", "false"}, {"T", "vec4<f32>"}, {"V4", "true"}},
+      {{"IN_PLACE", "true"}, {"T", "vec4<f32>"}, {"V4", "true"}}};
+  const auto& finish = [&](bool in_place) -> const auto& {
+    return dev.pipeline("matmul/sm_finish", finish_variants[(fv4 ? 2 : 0) + (in_place ? 1 : 0)]);
+  };
   if (!direct) {
     const int64_t rows_p = static_cast<int64_t>(gy) * kBlock, cols_p = static_cast<int64_t>(gx) * kBlock;
     const int64_t blocks = splits > 1 ? splits : batch;
@@ -230,7 +239,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     fp.cols_p = p.r_sn;
     fp.block = p.r_sb;
     fp.total = u32(batch * M * N, "output elements");
-    dev.dispatch({op, &dev.pipeline("matmul/sm_finish", finish_variants[0]), &fp, sizeof fp,
+    dev.dispatch({op, &finish(false), &fp, sizeof fp,
                   {{c.storage()->buffer}, {amax_buf}, {bias_buf}, {padded.storage()->buffer}}, fx, fy, 1});
     return;
   }
@@ -243,7 +252,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
                   {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {c.storage()->buffer}, {amax_buf}}, gx, gy,
                   gz});
   }
-  dev.dispatch({op, &dev.pipeline("matmul/sm_finish", finish_variants[1]), &fp, sizeof fp,
+  dev.dispatch({op, &finish(true), &fp, sizeof fp,
                 {{c.storage()->buffer}, {amax_buf}, {bias_buf}}, fx, fy, 1});
 }
 

@@ -3,11 +3,16 @@
 // absmax bits as gemm_sm.wgsl took them (exact in f32). Either the batch or the chunk count is 1.
 // IN_PLACE: raw is c itself, laid out as c ([batch][m][n], one chunk); else a padded buffer of blocks
 // [rows_p][cols_p] (the GEMM's grid in whole 128 x 128 blocks), chunks summed in order (the same result every run).
+// A thread finishes 4 neighbouring outputs of a row (n and c's offset multiples of 4: V4, as vec4s) or one.
 //
 // @variant IN_PLACE {true|false} the products are in c itself (else in the padded buffer `raw`)
+// @variant V4 {true|false} n and c's offset are multiples of 4: c (and raw) bound as vec4s, 4 outputs a thread
+// @variant T {vec4<f32>|f32} the type c and raw are bound as: vec4<f32> exactly when V4
 
 const WG: u32 = 256u;
 const IN_PLACE: bool = {{IN_PLACE}};
+const V4: bool = {{V4}};
+const W: u32 = select(1u, 4u, V4);  // outputs a thread
 
 struct Params {
   total: u32,   // elements of c: batch * m * n
@@ -25,11 +30,11 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> c: array<f32>;
+@group(0) @binding(1) var<storage, read_write> c: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> absmax: array<u32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 {{^IN_PLACE}}
-@group(0) @binding(4) var<storage, read> raw: array<f32>;
+@group(0) @binding(4) var<storage, read> raw: array<{{T}}>;
 {{/IN_PLACE}}
 
 // As gemm_sm.wgsl's: 2^e with the largest magnitude (its f32 bits) in [2^(e-1), 2^e); 1 for zero, inf or NaN.
@@ -41,9 +46,17 @@ fn pow2_of(bits: u32) -> f32 {
   return bitcast<f32>(clamp(e + 1u, 1u, 252u) << 23u);
 }
 
+// Column j's factor (its scale; 1 where B is not scaled) and bias (0 without).
+fn col_scale(b: u32, j: u32) -> f32 {
+  return select(1.0, pow2_of(absmax[p.sb_off + b * p.n + j]), (p.flags & 32u) != 0u);
+}
+fn col_bias(j: u32) -> f32 {
+  return select(0.0, bias[p.bias_off + j], (p.flags & 1u) != 0u);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let o = gid.x + gid.y * nwg.x * WG;
+  let o = (gid.x + gid.y * nwg.x * WG) * W;  // the first of the thread's outputs
   if (o >= p.total) {
     return;
   }
@@ -51,25 +64,26 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   let b = o / mn;
   let i = (o % mn) / p.n;
   let j = o % p.n;
-  let at = p.c_off + o;
-  var v = 0.0;
+  let at = (p.c_off + o) / W;
+  var v: {{T}};
 {{#IN_PLACE}}
   v = c[at];
 {{/IN_PLACE}}
 {{^IN_PLACE}}
   for (var s = 0u; s < p.splits; s = s + 1u) {
-    v = v + raw[(b + s) * p.block + i * p.cols_p + j];
+    v = v + raw[((b + s) * p.block + i * p.cols_p + j) / W];
   }
 {{/IN_PLACE}}
   if ((p.flags & 16u) != 0u) {
     v = v * pow2_of(absmax[p.sa_off + b * p.m + i]);
   }
-  if ((p.flags & 32u) != 0u) {
-    v = v * pow2_of(absmax[p.sb_off + b * p.n + j]);
-  }
-  if ((p.flags & 1u) != 0u) {
-    v = v + bias[p.bias_off + j];
-  }
+{{#V4}}
+  v = v * vec4<f32>(col_scale(b, j), col_scale(b, j + 1u), col_scale(b, j + 2u), col_scale(b, j + 3u));
+  v = v + vec4<f32>(col_bias(j), col_bias(j + 1u), col_bias(j + 2u), col_bias(j + 3u));
+{{/V4}}
+{{^V4}}
+  v = v * col_scale(b, j) + col_bias(j);
+{{/V4}}
   if ((p.flags & 2u) != 0u) {
     v = v + c[at];
   }
