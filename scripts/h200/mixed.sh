@@ -27,7 +27,7 @@ for p in fp32 mixed; do
   echo "bench step_gemm $p: exit $?"; grep -E "step|failed|error" "$d/bench_step_$p.log" | head -20
 done
 # 3b. The rows beside run m2's (gemm_sm before issue #14's changes), and where the mixed mm's time goes (the absmax
-# pass is its own profile row, "mixed absmax").
+# pass is its own profile rows, "mixed absmax (rows)" and "(tiles)").
 python3 - "$d" bench/runs/2026-12-04-h200-m2 <<'PY' | tee -a "$d/summary.txt"
 import re, sys
 def rows(path):

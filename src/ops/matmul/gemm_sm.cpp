@@ -50,8 +50,8 @@ void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle 
     static const wgtrain::detail::KernelDefs row_variants[2] = {{{"V4", "false"}, {"X_TYPE", "f32"}},
                                                                 {{"V4", "true"}, {"X_TYPE", "vec4<f32>"}}};
     const auto& pipe = dev.pipeline("matmul/sm_row_absmax", row_variants[v4 ? 1 : 0]);
-    // Its own name, so that a profile (WGTRAIN_PROFILE=1) shows the pass apart from the GEMMs it serves.
-    dev.dispatch({"mixed absmax", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},
+    // Names of their own, so that a profile (WGTRAIN_PROFILE=1) shows the passes apart from the GEMMs they serve.
+    dev.dispatch({"mixed absmax (rows)", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},
                   static_cast<uint32_t>((rows + 7) / 8), 1, static_cast<uint32_t>(batch)});
     return;
   }
@@ -65,8 +65,8 @@ void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle 
   if (gx > maxd || gy > maxd || batch > maxd)
     throw Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(batch) + " x " +
                 std::to_string(rows) + " x " + std::to_string(len) + " is beyond the absmax pass's grid");
-  dev.dispatch({"mixed absmax", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}}, static_cast<uint32_t>(gx),
-                static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
+  dev.dispatch({"mixed absmax (tiles)", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},
+                static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
 }
 
 }  // namespace
