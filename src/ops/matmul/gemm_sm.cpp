@@ -33,10 +33,7 @@ constexpr int64_t kBlock = 128, kDepth = 32;  // gemm_sm.wgsl's BM = BN and BK
 
 // Whether absmax_into takes whole rows (sm_row_absmax.wgsl: rows with len stride 1, written once, no zeros needed)
 // rather than tiles that combine with atomicMax into zeros (sm_absmax.wgsl).
-bool absmax_whole_rows(const DeviceImpl& dev, int64_t batch, int64_t rows, int64_t sr, int64_t sl) {
-  const int64_t maxd = dev.limits.max_workgroups_per_dim;
-  return sl == 1 && sr != 1 && (rows + 7) / 8 <= maxd && batch <= maxd;
-}
+bool absmax_whole_rows(int64_t sr, int64_t sl) { return sl == 1 && sr != 1; }
 
 // out[out_off + b * rows + r] = the bits of max_l |x[off + b sb + r sr + l sl]| (whole rows where
 // absmax_whole_rows, else atomicMax: out must hold zeros first).
@@ -45,26 +42,27 @@ void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle 
   if (batch == 0 || rows == 0 || len == 0) return;
   AbsmaxParams p{u32(rows, "rows"), u32(len, "length"),      u32(off, "offset"),           u32(sb, "stride"),
                  u32(sr, "stride"), u32(sl, "stride"), u32(out.offset() + out_off, "offset"), 0};
-  if (absmax_whole_rows(dev, batch, rows, sr, sl)) {
+  const int64_t maxd = dev.limits.max_workgroups_per_dim;
+  auto beyond = [&] {
+    return Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(batch) + " x " +
+                 std::to_string(rows) + " x " + std::to_string(len) + " is beyond the absmax pass's grid");
+  };
+  if (batch > maxd) throw beyond();
+  // Names of their own, so that a profile (WGTRAIN_PROFILE=1) shows the passes apart from the GEMMs they serve.
+  if (absmax_whole_rows(sr, sl)) {
     const bool v4 = off % 4 == 0 && sr % 4 == 0 && len % 4 == 0 && (batch == 1 || sb % 4 == 0);
     static const wgtrain::detail::KernelDefs row_variants[2] = {{{"V4", "false"}, {"X_TYPE", "f32"}},
                                                                 {{"V4", "true"}, {"X_TYPE", "vec4<f32>"}}};
     const auto& pipe = dev.pipeline("matmul/sm_row_absmax", row_variants[v4 ? 1 : 0]);
-    // Names of their own, so that a profile (WGTRAIN_PROFILE=1) shows the passes apart from the GEMMs they serve.
+    const int64_t groups = (rows + 7) / 8, gx = std::min(groups, maxd), gy = (groups + gx - 1) / gx;
+    if (gy > maxd) throw beyond();
     dev.dispatch({"mixed absmax (rows)", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},
-                  static_cast<uint32_t>((rows + 7) / 8), 1, static_cast<uint32_t>(batch)});
+                  static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
     return;
   }
-  // Neighbouring threads along len where its stride is 1 and the rows' is not, so that they read neighbours.
-  const bool lfast = sl == 1 && sr != 1;
-  const int64_t tile_rows = lfast ? 16 : 64, tile_len = lfast ? 256 : 64;
-  static const wgtrain::detail::KernelDefs variants[2] = {{{"LFAST", "false"}}, {{"LFAST", "true"}}};
-  const auto& pipe = dev.pipeline("matmul/sm_absmax", variants[lfast ? 1 : 0]);
-  const int64_t maxd = dev.limits.max_workgroups_per_dim;
-  const int64_t gx = (len + tile_len - 1) / tile_len, gy = (rows + tile_rows - 1) / tile_rows;
-  if (gx > maxd || gy > maxd || batch > maxd)
-    throw Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(batch) + " x " +
-                std::to_string(rows) + " x " + std::to_string(len) + " is beyond the absmax pass's grid");
+  const auto& pipe = dev.pipeline("matmul/sm_absmax", {});
+  const int64_t gx = (len + 255) / 256, gy = (rows + 63) / 64;
+  if (gx > maxd || gy > maxd) throw beyond();
   dev.dispatch({"mixed absmax (tiles)", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},
                 static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
 }
@@ -124,7 +122,7 @@ Tensor row_absmax(const Tensor& x) {
   check_rank("row_absmax", x, "input", 3);
   DeviceImpl& dev = x.device_impl();
   const Tensor out = new_tensor(dev, {x.size(0) * x.size(1)}, DType::F32);
-  if (!absmax_whole_rows(dev, x.size(0), x.size(1), x.strides()[1], x.strides()[2])) ops::fill_(out, 0.0);
+  if (!absmax_whole_rows(x.strides()[1], x.strides()[2])) ops::fill_(out, 0.0);
   absmax_into("row_absmax", dev, x.storage()->buffer, x.offset(), x.size(0), x.size(1), x.size(2), x.strides()[0],
               x.strides()[1], x.strides()[2], out, 0);
   return out.reshape({x.size(0), x.size(1)});
@@ -167,8 +165,8 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   const int64_t a_rows = batch * M, b_cols = f32_b ? batch * N : 0;
   const Tensor amax = new_tensor(dev, {a_rows + b_cols}, DType::F32);
   // Zeros first only for the atomic tiles: whole rows are written once.
-  if (!absmax_whole_rows(dev, batch, M, a.strides()[1], a.strides()[2]) ||
-      (f32_b && !absmax_whole_rows(dev, batch, N, b.strides()[2], b.strides()[1])))
+  if (!absmax_whole_rows(a.strides()[1], a.strides()[2]) ||
+      (f32_b && !absmax_whole_rows(b.strides()[2], b.strides()[1])))
     ops::fill_(amax, 0.0);
   absmax_into(op, dev, a.storage()->buffer, a.offset(), batch, M, K, a.strides()[0], a.strides()[1], a.strides()[2],
               amax, 0);

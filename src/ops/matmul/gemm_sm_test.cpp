@@ -233,7 +233,7 @@ INSTANTIATE_TEST_SUITE_P(Awkward, MixedQ4,
 // ---- everywhere (llvmpipe included) ---------------------------------------------------------------------------------
 
 // The absmax passes: whole rows (sm_row_absmax.wgsl, rows along len, vec4 or not) and tiles combined atomically
-// (sm_absmax.wgsl, transposed views), rows and lengths around their tiles (8 rows of 32 threads; 64 x 64), zero rows,
+// (sm_absmax.wgsl, transposed views), rows and lengths around their tiles (8 rows of 32 threads; 64 x 256), zero rows,
 // rows far from 1, a row holding an infinity: exactly the largest magnitude. (Not a NaN: WGSL's max leaves it to
 // the GPU whether a NaN wins; the GEMM's products carry it either way.)
 TEST(MixedAbsmax, RowMaximaAreExact) {

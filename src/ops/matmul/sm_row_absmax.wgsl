@@ -46,8 +46,9 @@ fn absmax_from(base: u32, lane: u32) -> f32 {
 {{/V4}}
 
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  let r = wid.x * 8u + li / 32u;
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) li: u32) {
+  let r = (wid.y * nwg.x + wid.x) * 8u + li / 32u;  // a 2-D grid where the rows need more than one dimension
   var m = 0.0;
   if (r < p.rows) {
     m = absmax_from(p.off + wid.z * p.sb + r * p.sr, li % 32u);
