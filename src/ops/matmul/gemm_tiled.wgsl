@@ -14,6 +14,7 @@
 // @variant TN {4|8|16} output columns per thread: tiles 64, 128 or 256 columns wide
 // @variant BK {8|16|32} the k depth of a staged tile
 // @variant STAGES {1|2} workgroup buffers per operand: 2 overlaps storing tile k+1 with reading tile k
+// @variant TSTORE {true|false} neighbouring threads load neighbouring m of A and n of B whatever the memory order
 // @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W
 // @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats: bound and loaded as vec4s
 // @variant B_VEC {true|false} the same for B (B_MODE 0 only)
@@ -24,6 +25,11 @@ const TM: u32 = {{TM}}u;
 const TN: u32 = {{TN}}u;
 const BK: u32 = {{BK}}u;
 const STAGES: u32 = {{STAGES}}u;
+// Workgroup tiles are [k][m] and [k][n]. A load ordered along memory where that is k (A as vec4s along k, A with k
+// stride 1, B = W^T in either form) stores a warp's values into a few banks, 4 to 16 ways in conflict; with TSTORE
+// the threads of a warp take 32 neighbouring m (n) instead: conflict-free stores, strided global loads (whose
+// sectors the next loads of the tile use from cache).
+const TSTORE: bool = {{TSTORE}};
 const B_MODE: u32 = {{B_MODE}}u;
 const A_VEC: bool = {{A_VEC}};
 const B_VEC: bool = {{B_VEC}};
@@ -156,16 +162,16 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       if (A_VEC) {
         for (var l = 0u; l < A_LOADS4; l = l + 1u) {
           let e = tid + l * 256u;
-          let gm = m0 + e / (BK / 4u);
-          let gk = k0n + (e % (BK / 4u)) * 4u;
+          let gm = m0 + select(e / (BK / 4u), e % BM, TSTORE);
+          let gk = k0n + select(e % (BK / 4u), e / BM, TSTORE) * 4u;
           ra4[l] = vec4<f32>();
           if (gm < p.m && gk < k_end) { ra4[l] = load_a4((a_base + gm * p.a_sm + gk) / 4u); }
         }
       } else {
         for (var l = 0u; l < A_LOADS1; l = l + 1u) {
           let e = tid + l * 256u;
-          let am = select(e % BM, e / BK, a_kfast);
-          let ak = select(e / BM, e % BK, a_kfast);
+          let am = select(e % BM, e / BK, a_kfast && !TSTORE);
+          let ak = select(e / BM, e % BK, a_kfast && !TSTORE);
           let gm = m0 + am;
           let gk = k0n + ak;
           ra1[l] = 0.0;
@@ -185,8 +191,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       } else if (B_MODE == 0u) {
         for (var l = 0u; l < B_LOADS1; l = l + 1u) {
           let e = tid + l * 256u;
-          let bn = select(e / BK, e % BN, b_nfast);
-          let bk = select(e % BK, e / BN, b_nfast);
+          let bn = select(e / BK, e % BN, b_nfast || TSTORE);
+          let bk = select(e % BK, e / BN, b_nfast || TSTORE);
           let gn = n0 + bn;
           let gk = k0n + bk;
           rb1[l] = 0.0;
@@ -196,8 +202,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
         for (var l = 0u; l < Q_LOADS; l = l + 1u) {
           let e = tid + l * 256u;
-          let gn = n0 + e / (BK / 8u);
-          let gk = k0n + (e % (BK / 8u)) * 8u;
+          let gn = n0 + select(e / (BK / 8u), e % BN, TSTORE);
+          let gk = k0n + select(e % (BK / 8u), e / BN, TSTORE) * 8u;
           rw[l] = 0x88888888u;
           rs[l] = 0.0;
           if (e < Q_ITEMS && gn < p.n && gk < k_end) {
@@ -251,8 +257,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     if (A_VEC) {
       for (var l = 0u; l < A_LOADS4; l = l + 1u) {
         let e = tid + l * 256u;
-        let am = e / (BK / 4u);
-        let ak = (e % (BK / 4u)) * 4u;
+        let am = select(e / (BK / 4u), e % BM, TSTORE);
+        let ak = select(e % (BK / 4u), e / BM, TSTORE) * 4u;
         store_a(s, ak, am, ra4[l].x);
         store_a(s, ak + 1u, am, ra4[l].y);
         store_a(s, ak + 2u, am, ra4[l].z);
@@ -261,8 +267,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     } else {
       for (var l = 0u; l < A_LOADS1; l = l + 1u) {
         let e = tid + l * 256u;
-        let am = select(e % BM, e / BK, a_kfast);
-        let ak = select(e / BM, e % BK, a_kfast);
+        let am = select(e % BM, e / BK, a_kfast && !TSTORE);
+        let ak = select(e / BM, e % BK, a_kfast && !TSTORE);
         store_a(s, ak, am, ra1[l]);
       }
     }
@@ -276,16 +282,16 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     } else if (B_MODE == 0u) {
       for (var l = 0u; l < B_LOADS1; l = l + 1u) {
         let e = tid + l * 256u;
-        let bn = select(e / BK, e % BN, b_nfast);
-        let bk = select(e % BK, e / BN, b_nfast);
+        let bn = select(e / BK, e % BN, b_nfast || TSTORE);
+        let bk = select(e % BK, e / BN, b_nfast || TSTORE);
         store_b(s, bk, bn, rb1[l]);
       }
     } else if (B_MODE == 1u) {
       for (var l = 0u; l < Q_LOADS; l = l + 1u) {
         let e = tid + l * 256u;
         if (e < Q_ITEMS) {
-          let bn = e / (BK / 8u);
-          let wq = e % (BK / 8u);
+          let bn = select(e / (BK / 8u), e % BN, TSTORE);
+          let wq = select(e % (BK / 8u), e / BN, TSTORE);
           for (var j = 0u; j < 8u; j = j + 1u) { store_b(s, wq * 8u + j, bn, dequant(rw[l], j, rs[l])); }
         }
       }

@@ -15,8 +15,10 @@ namespace wgtrain::ops::detail {
 struct GemmTiling {
   const char* name;
   // 0: gemm.wgsl (128 x 128 tiles, 8 x 8 a thread, where M and N are both 128 or more; else 64 x 64, 4 x 4).
-  // Otherwise gemm_tiled.wgsl: tiles (16 tm) x (16 tn), k staged bk deep in `stages` workgroup buffers.
+  // Otherwise gemm_tiled.wgsl: tiles (16 tm) x (16 tn), k staged bk deep in `stages` workgroup buffers, loads
+  // ordered for conflict-free workgroup stores where `tstore` (its TSTORE).
   int tm, tn, bk, stages;
+  bool tstore = false;
 };
 
 // The table, in a fixed order (entry 0: gemm.wgsl as it was).

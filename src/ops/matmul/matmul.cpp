@@ -60,8 +60,8 @@ const wgtrain::detail::KernelDefs& gemm_variant(int tm, GemmB::Mode mode, bool a
 
 // The variant of gemm_tiled.wgsl for a table entry and these fields, built once each, sorted by key.
 const wgtrain::detail::KernelDefs& gemm_tiled_variant(const GemmTiling& t, GemmB::Mode mode, bool a_vec, bool b_vec) {
-  static std::map<std::tuple<int, int, int, int, int, bool, bool>, wgtrain::detail::KernelDefs> cache;
-  const auto key = std::make_tuple(t.tm, t.tn, t.bk, t.stages, static_cast<int>(mode), a_vec, b_vec);
+  static std::map<std::tuple<int, int, int, int, bool, int, bool, bool>, wgtrain::detail::KernelDefs> cache;
+  const auto key = std::make_tuple(t.tm, t.tn, t.bk, t.stages, t.tstore, static_cast<int>(mode), a_vec, b_vec);
   auto it = cache.find(key);
   if (it == cache.end()) {
     wgtrain::detail::KernelDefs d = {{"A_TYPE", a_vec ? "vec4<f32>" : "f32"},
@@ -72,7 +72,8 @@ const wgtrain::detail::KernelDefs& gemm_tiled_variant(const GemmTiling& t, GemmB
                                      {"B_VEC", b_vec ? "true" : "false"},
                                      {"STAGES", std::to_string(t.stages)},
                                      {"TM", std::to_string(t.tm)},
-                                     {"TN", std::to_string(t.tn)}};
+                                     {"TN", std::to_string(t.tn)},
+                                     {"TSTORE", t.tstore ? "true" : "false"}};
     std::sort(d.begin(), d.end());
     it = cache.emplace(key, std::move(d)).first;
   }
@@ -88,8 +89,9 @@ int gemm_force = kGemmTableChoice;
 const std::vector<GemmTiling>& gemm_tilings() {
   // gemm.wgsl first (the choice until the H200 says otherwise: scripts/h200/gemm_fp32.sh times every entry), then
   // gemm_tiled.wgsl's: the same 128 x 128 in two buffers or 32 deep, wider per-thread blocks (8 x 16, 16 x 8) for
-  // large outputs, and smaller tiles that give the step's 8192 x 640 outputs more workgroups. Workgroup memory:
-  // 48 KiB for the k16 wide blocks (the H200's limit; llvmpipe has 32 KiB, where their k8 twins are tested).
+  // large outputs, and smaller tiles that give the step's 8192 x 640 outputs more workgroups; then some of them with
+  // conflict-free workgroup stores (tstore). Workgroup memory: 48 KiB for the k16 wide blocks (the H200's limit;
+  // llvmpipe has 32 KiB, where their k8 twins are tested).
   static const std::vector<GemmTiling> t = {
       {"gemm.wgsl 128x128|64x64 k16", 0, 0, 16, 1},
       {"128x128 k16 2buf", 8, 8, 16, 2},
@@ -102,6 +104,11 @@ const std::vector<GemmTiling>& gemm_tilings() {
       {"64x64 k32 2buf", 4, 4, 32, 2},
       {"128x256 k8 2buf", 8, 16, 8, 2},
       {"256x128 k8 2buf", 16, 8, 8, 2},
+      {"128x128 k16 2buf tstore", 8, 8, 16, 2, true},
+      {"64x128 k16 2buf tstore", 4, 8, 16, 2, true},
+      {"128x64 k16 2buf tstore", 8, 4, 16, 2, true},
+      {"128x256 k16 2buf tstore", 8, 16, 16, 2, true},
+      {"128x256 k8 2buf tstore", 8, 16, 8, 2, true},
       {"128x128 k32 2buf", 8, 8, 32, 2},  // 64 KiB: only where the device allows it
   };
   return t;
