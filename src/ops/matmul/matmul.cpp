@@ -123,11 +123,21 @@ const GemmTiling& gemm_choice(const DeviceImpl& dev, int64_t M, int64_t N, int64
   (void)K;
   const auto& table = gemm_tilings();
   if (gemm_force == kGemmTableChoice) {
-    // The entries outputs of at least 128 x 128 and smaller ones take (to be set from gemm_fp32.sh's table), where
-    // the device has the workgroup memory; else gemm.wgsl.
-    constexpr size_t kLarge = 0, kSmall = 0;
-    const GemmTiling& t = table[M >= 128 && N >= 128 ? kLarge : kSmall];
-    return gemm_tiling_storage(t) <= static_cast<int64_t>(dev.limits.max_workgroup_storage) ? t : table[0];
+    // The first of these entries that cuts the output into at least min_tiles tiles (so that a large tile still
+    // fills the GPU) and fits the device's workgroup memory; else gemm.wgsl. To be set from gemm_fp32.sh's table.
+    struct Pick {
+      size_t entry;
+      int64_t min_tiles;
+    };
+    static constexpr Pick kPicks[] = {{0, 0}};
+    for (const Pick& pick : kPicks) {
+      const GemmTiling& t = table[pick.entry];
+      const int64_t bm = t.tm ? 16 * t.tm : 128, bn = t.tn ? 16 * t.tn : 128;
+      if ((M + bm - 1) / bm * ((N + bn - 1) / bn) >= pick.min_tiles &&
+          gemm_tiling_storage(t) <= static_cast<int64_t>(dev.limits.max_workgroup_storage))
+        return t;
+    }
+    return table[0];
   }
   if (gemm_force < 0 || gemm_force >= static_cast<int>(table.size()))
     throw ArgumentError("gemm: no tiling " + std::to_string(gemm_force) + " to force (WGTRAIN_FORCE_GEMM: 0 to " +
