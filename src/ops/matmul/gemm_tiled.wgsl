@@ -18,7 +18,9 @@
 // @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W
 // @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats: bound and loaded as vec4s
 // @variant B_VEC {true|false} the same for B (B_MODE 0 only)
-// @variant A_TYPE {vec4<f32>|f32} the element type A is bound as: vec4<f32> exactly when A_VEC
+// @variant A_T {true|false} A column-major (m stride 1) with M, k stride and offset multiples of 4: vec4s along m
+// @variant A_V4 {true|false} A bound as vec4s: A_VEC or A_T
+// @variant A_TYPE {vec4<f32>|f32} the element type A is bound as: vec4<f32> exactly when A_V4
 // @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_VEC, u32 in the q4 modes
 
 const TM: u32 = {{TM}}u;
@@ -32,6 +34,7 @@ const STAGES: u32 = {{STAGES}}u;
 const TSTORE: bool = {{TSTORE}};
 const B_MODE: u32 = {{B_MODE}}u;
 const A_VEC: bool = {{A_VEC}};
+const A_T: bool = {{A_T}};
 const B_VEC: bool = {{B_VEC}};
 const BM: u32 = 16u * TM;
 const BN: u32 = 16u * TN;
@@ -81,16 +84,16 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> c: array<f32>;
 
 // Element accessors for the bound types (as gemm.wgsl: every variant defines all of them).
-{{#A_VEC}}
+{{#A_V4}}
 fn load_a1(i: u32) -> f32 { return a[i / 4u][i % 4u]; }
 fn load_a4(i: u32) -> vec4<f32> { return a[i]; }
-{{/A_VEC}}
-{{^A_VEC}}
+{{/A_V4}}
+{{^A_V4}}
 fn load_a1(i: u32) -> f32 { return a[i]; }
 fn load_a4(i: u32) -> vec4<f32> {
   return vec4<f32>(a[4u * i], a[4u * i + 1u], a[4u * i + 2u], a[4u * i + 3u]);
 }
-{{/A_VEC}}
+{{/A_V4}}
 {{#B_VEC}}
 fn load_b1(i: u32) -> f32 { return b[i / 4u][i % 4u]; }
 fn load_b4(i: u32) -> vec4<f32> { return b[i]; }
@@ -166,6 +169,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           let gk = k0n + select(e % (BK / 4u), e / BM, TSTORE) * 4u;
           ra4[l] = vec4<f32>();
           if (gm < p.m && gk < k_end) { ra4[l] = load_a4((a_base + gm * p.a_sm + gk) / 4u); }
+        }
+      } else if (A_T) {
+        // 4 neighbouring m of one k: one vec4 of the tile's row k.
+        for (var l = 0u; l < A_LOADS4; l = l + 1u) {
+          let e = tid + l * 256u;
+          let gm = m0 + (e % (BM / 4u)) * 4u;
+          let gk = k0n + e / (BM / 4u);
+          ra4[l] = vec4<f32>();
+          if (gm < p.m && gk < k_end) { ra4[l] = load_a4((a_base + gk * p.a_sk + gm) / 4u); }
         }
       } else {
         for (var l = 0u; l < A_LOADS1; l = l + 1u) {
@@ -263,6 +275,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         store_a(s, ak + 1u, am, ra4[l].y);
         store_a(s, ak + 2u, am, ra4[l].z);
         store_a(s, ak + 3u, am, ra4[l].w);
+      }
+    } else if (A_T) {
+      for (var l = 0u; l < A_LOADS4; l = l + 1u) {
+        let e = tid + l * 256u;
+        As[s * A_STAGE + (e / (BM / 4u)) * (BM / 4u) + e % (BM / 4u)] = ra4[l];
       }
     } else {
       for (var l = 0u; l < A_LOADS1; l = l + 1u) {

@@ -59,12 +59,15 @@ const wgtrain::detail::KernelDefs& gemm_variant(int tm, GemmB::Mode mode, bool a
 }
 
 // The variant of gemm_tiled.wgsl for a table entry and these fields, built once each, sorted by key.
-const wgtrain::detail::KernelDefs& gemm_tiled_variant(const GemmTiling& t, GemmB::Mode mode, bool a_vec, bool b_vec) {
-  static std::map<std::tuple<int, int, int, int, bool, int, bool, bool>, wgtrain::detail::KernelDefs> cache;
-  const auto key = std::make_tuple(t.tm, t.tn, t.bk, t.stages, t.tstore, static_cast<int>(mode), a_vec, b_vec);
+const wgtrain::detail::KernelDefs& gemm_tiled_variant(const GemmTiling& t, GemmB::Mode mode, bool a_vec, bool a_t,
+                                                     bool b_vec) {
+  static std::map<std::tuple<int, int, int, int, bool, int, bool, bool, bool>, wgtrain::detail::KernelDefs> cache;
+  const auto key = std::make_tuple(t.tm, t.tn, t.bk, t.stages, t.tstore, static_cast<int>(mode), a_vec, a_t, b_vec);
   auto it = cache.find(key);
   if (it == cache.end()) {
-    wgtrain::detail::KernelDefs d = {{"A_TYPE", a_vec ? "vec4<f32>" : "f32"},
+    wgtrain::detail::KernelDefs d = {{"A_TYPE", a_vec || a_t ? "vec4<f32>" : "f32"},
+                                     {"A_T", a_t ? "true" : "false"},
+                                     {"A_V4", a_vec || a_t ? "true" : "false"},
                                      {"A_VEC", a_vec ? "true" : "false"},
                                      {"BK", std::to_string(t.bk)},
                                      {"B_MODE", std::to_string(static_cast<int>(mode))},
@@ -211,10 +214,13 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   // 16-byte loads where an operand is row-major with every row and offset a multiple of 4 floats.
   const bool a_vec = K % 4 == 0 && a.strides()[2] == 1 && a.offset() % 4 == 0 && a.strides()[1] % 4 == 0 &&
                      a.strides()[0] % 4 == 0;
+  // gemm_tiled.wgsl only: 16-byte loads along m where A is column-major (the weight gradient's dy^T) and aligned.
+  const bool a_t = tiled && !a_vec && M % 4 == 0 && a.strides()[1] == 1 && a.strides()[2] % 4 == 0 &&
+                   a.offset() % 4 == 0 && a.strides()[0] % 4 == 0;
   const bool b_vec = gb.mode == GemmB::F32 && N % 4 == 0 && b.strides()[2] == 1 && b.offset() % 4 == 0 &&
                      b.strides()[1] % 4 == 0 && b.strides()[0] % 4 == 0;
   const auto& pipe = coopmat ? dev.pipeline("matmul/gemm_coopmat", {{"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))}})
-                     : tiled ? dev.pipeline("matmul/gemm_tiled", gemm_tiled_variant(tiling, gb.mode, a_vec, b_vec))
+                     : tiled ? dev.pipeline("matmul/gemm_tiled", gemm_tiled_variant(tiling, gb.mode, a_vec, a_t, b_vec))
                              : dev.pipeline("matmul/gemm", gemm_variant(tm, gb.mode, a_vec, b_vec));
   const uint32_t gx = u32((N + tile_n - 1) / tile_n, "N tiles"), gy = u32((M + tile_m - 1) / tile_m, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;

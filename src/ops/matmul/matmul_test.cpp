@@ -207,9 +207,11 @@ class GemmTilings : public ::testing::TestWithParam<int> {
 
 TEST_P(GemmTilings, MmAtAwkwardSizesAndViews) {
   SCOPED_TRACE(ops::detail::gemm_tilings()[static_cast<size_t>(GetParam())].name);
-  // (M, K, N): a single element; odd k and n; vec4-aligned with an edge tile in M and N; longer k than one BK.
+  // (M, K, N): a single element; odd k and n; vec4-aligned with an edge tile in M and N; longer k than one BK;
+  // M a multiple of 4 (A as a view loads vec4s along m: gemm_tiled.wgsl's A_T).
   for (const auto& [M, K, N] : {std::make_tuple(1, 1, 1), std::make_tuple(67, 45, 133),
-                                std::make_tuple(130, 36, 260), std::make_tuple(257, 100, 65)}) {
+                                std::make_tuple(130, 36, 260), std::make_tuple(257, 100, 65),
+                                std::make_tuple(132, 50, 68)}) {
     SCOPED_TRACE(::testing::Message() << M << "x" << K << "x" << N);
     const auto a = random_host({M, K}), b = random_host({K, N});
     const auto want = ref::mm(a, b), scale = ref::mm_abs(a, b);
@@ -254,9 +256,10 @@ TEST_P(GemmTilings, BmmLinearAndWeightGradient) {
         << "linear with bias";
   }
   for (int split : {0, 1}) {
-    // dW = dy^T x accumulated onto g0: A = dy^T is a view, C accumulates (split-K: the sum pass does).
+    // dW = dy^T x accumulated onto g0: A = dy^T is a view (N a multiple of 4: A_T), C accumulates (split-K: the
+    // sum pass does).
     SCOPED_TRACE(split ? "split-K" : "whole k");
-    const int64_t M = 150, N = 70, K = 133;
+    const int64_t M = 150, N = 72, K = 133;
     const auto dy = random_host({M, N}), x = random_host({M, K}), g0 = random_host({N, K});
     ref::HostTensor dyt({N, M});
     for (int64_t i = 0; i < M; ++i)
