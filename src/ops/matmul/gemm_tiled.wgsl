@@ -18,6 +18,8 @@
 // @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W
 // @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats: bound and loaded as vec4s
 // @variant B_VEC {true|false} the same for B (B_MODE 0 only)
+// @variant B_T {true|false} B (f32) with k stride 1 and K, n stride and offset multiples of 4: vec4s along k
+// @variant B_V4 {true|false} B bound as vec4s: B_VEC or B_T
 // @variant A_T {true|false} A column-major (m stride 1) with M, k stride and offset multiples of 4: vec4s along m
 // @variant A_V4 {true|false} A bound as vec4s: A_VEC or A_T
 // @variant A_TYPE {vec4<f32>|f32} the element type A is bound as: vec4<f32> exactly when A_V4
@@ -36,6 +38,7 @@ const B_MODE: u32 = {{B_MODE}}u;
 const A_VEC: bool = {{A_VEC}};
 const A_T: bool = {{A_T}};
 const B_VEC: bool = {{B_VEC}};
+const B_T: bool = {{B_T}};
 const BM: u32 = 16u * TM;
 const BN: u32 = 16u * TN;
 const TM4: u32 = TM / 4u;  // row blocks of 4 per thread
@@ -94,18 +97,18 @@ fn load_a4(i: u32) -> vec4<f32> {
   return vec4<f32>(a[4u * i], a[4u * i + 1u], a[4u * i + 2u], a[4u * i + 3u]);
 }
 {{/A_V4}}
-{{#B_VEC}}
+{{#B_V4}}
 fn load_b1(i: u32) -> f32 { return b[i / 4u][i % 4u]; }
 fn load_b4(i: u32) -> vec4<f32> { return b[i]; }
 fn load_bw(i: u32) -> u32 { return 0u; }
-{{/B_VEC}}
-{{^B_VEC}}
+{{/B_V4}}
+{{^B_V4}}
 fn load_b1(i: u32) -> f32 { return f32(b[i]); }
 fn load_b4(i: u32) -> vec4<f32> {
   return vec4<f32>(f32(b[4u * i]), f32(b[4u * i + 1u]), f32(b[4u * i + 2u]), f32(b[4u * i + 3u]));
 }
 fn load_bw(i: u32) -> u32 { return u32(b[i]); }
-{{/B_VEC}}
+{{/B_V4}}
 
 var<workgroup> As: array<vec4<f32>, STAGES * A_STAGE>;  // [STAGES][BK][BM]
 var<workgroup> Bs: array<vec4<f32>, STAGES * B_STAGE>;  // [STAGES][BK][BN]
@@ -199,6 +202,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           let gk = k0n + bk;
           rb4[l] = vec4<f32>();
           if (gn < p.n && gk < k_end) { rb4[l] = load_b4((b_base + gk * p.b_sk + gn) / 4u); }
+        }
+      } else if (B_MODE == 0u && B_T) {
+        // 4 neighbouring k of one column n (W^T of a row-major weight W).
+        for (var l = 0u; l < B_LOADS4; l = l + 1u) {
+          let e = tid + l * 256u;
+          let gn = n0 + select(e / (BK / 4u), e % BN, TSTORE);
+          let gk = k0n + select(e % (BK / 4u), e / BN, TSTORE) * 4u;
+          rb4[l] = vec4<f32>();
+          if (gn < p.n && gk < k_end) { rb4[l] = load_b4((b_base + gn * p.b_sn + gk) / 4u); }
         }
       } else if (B_MODE == 0u) {
         for (var l = 0u; l < B_LOADS1; l = l + 1u) {
@@ -295,6 +307,16 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         let bk = e / (BN / 4u);
         let bn = (e % (BN / 4u)) * 4u;
         Bs[s * B_STAGE + bk * (BN / 4u) + bn / 4u] = rb4[l];
+      }
+    } else if (B_MODE == 0u && B_T) {
+      for (var l = 0u; l < B_LOADS4; l = l + 1u) {
+        let e = tid + l * 256u;
+        let bn = select(e / (BK / 4u), e % BN, TSTORE);
+        let bk = select(e % (BK / 4u), e / BN, TSTORE) * 4u;
+        store_b(s, bk, bn, rb4[l].x);
+        store_b(s, bk + 1u, bn, rb4[l].y);
+        store_b(s, bk + 2u, bn, rb4[l].z);
+        store_b(s, bk + 3u, bn, rb4[l].w);
       }
     } else if (B_MODE == 0u) {
       for (var l = 0u; l < B_LOADS1; l = l + 1u) {

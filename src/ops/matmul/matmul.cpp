@@ -60,9 +60,11 @@ const wgtrain::detail::KernelDefs& gemm_variant(int tm, GemmB::Mode mode, bool a
 
 // The variant of gemm_tiled.wgsl for a table entry and these fields, built once each, sorted by key.
 const wgtrain::detail::KernelDefs& gemm_tiled_variant(const GemmTiling& t, GemmB::Mode mode, bool a_vec, bool a_t,
-                                                     bool b_vec) {
-  static std::map<std::tuple<int, int, int, int, bool, int, bool, bool, bool>, wgtrain::detail::KernelDefs> cache;
-  const auto key = std::make_tuple(t.tm, t.tn, t.bk, t.stages, t.tstore, static_cast<int>(mode), a_vec, a_t, b_vec);
+                                                     bool b_vec, bool b_t) {
+  static std::map<std::tuple<int, int, int, int, bool, int, bool, bool, bool, bool>, wgtrain::detail::KernelDefs>
+      cache;
+  const auto key =
+      std::make_tuple(t.tm, t.tn, t.bk, t.stages, t.tstore, static_cast<int>(mode), a_vec, a_t, b_vec, b_t);
   auto it = cache.find(key);
   if (it == cache.end()) {
     wgtrain::detail::KernelDefs d = {{"A_TYPE", a_vec || a_t ? "vec4<f32>" : "f32"},
@@ -71,7 +73,9 @@ const wgtrain::detail::KernelDefs& gemm_tiled_variant(const GemmTiling& t, GemmB
                                      {"A_VEC", a_vec ? "true" : "false"},
                                      {"BK", std::to_string(t.bk)},
                                      {"B_MODE", std::to_string(static_cast<int>(mode))},
-                                     {"B_TYPE", mode != GemmB::F32 ? "u32" : (b_vec ? "vec4<f32>" : "f32")},
+                                     {"B_T", b_t ? "true" : "false"},
+                                     {"B_TYPE", mode != GemmB::F32 ? "u32" : (b_vec || b_t ? "vec4<f32>" : "f32")},
+                                     {"B_V4", b_vec || b_t ? "true" : "false"},
                                      {"B_VEC", b_vec ? "true" : "false"},
                                      {"STAGES", std::to_string(t.stages)},
                                      {"TM", std::to_string(t.tm)},
@@ -219,8 +223,11 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
                    a.offset() % 4 == 0 && a.strides()[0] % 4 == 0;
   const bool b_vec = gb.mode == GemmB::F32 && N % 4 == 0 && b.strides()[2] == 1 && b.offset() % 4 == 0 &&
                      b.strides()[1] % 4 == 0 && b.strides()[0] % 4 == 0;
+  // And along k where an f32 B has k stride 1 (W^T of a row-major weight: the tied head).
+  const bool b_t = tiled && gb.mode == GemmB::F32 && !b_vec && K % 4 == 0 && b.strides()[1] == 1 &&
+                   b.strides()[2] % 4 == 0 && b.offset() % 4 == 0 && b.strides()[0] % 4 == 0;
   const auto& pipe = coopmat ? dev.pipeline("matmul/gemm_coopmat", {{"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))}})
-                     : tiled ? dev.pipeline("matmul/gemm_tiled", gemm_tiled_variant(tiling, gb.mode, a_vec, a_t, b_vec))
+                     : tiled ? dev.pipeline("matmul/gemm_tiled", gemm_tiled_variant(tiling, gb.mode, a_vec, a_t, b_vec, b_t))
                              : dev.pipeline("matmul/gemm", gemm_variant(tm, gb.mode, a_vec, b_vec));
   const uint32_t gx = u32((N + tile_n - 1) / tile_n, "N tiles"), gy = u32((M + tile_m - 1) / tile_m, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
