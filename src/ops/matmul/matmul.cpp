@@ -116,7 +116,7 @@ const std::vector<GemmTiling>& gemm_tilings() {
       {"128x64 k16 2buf tstore", 8, 4, 16, 2, true},
       {"128x256 k16 2buf tstore", 8, 16, 16, 2, true},
       {"128x256 k8 2buf tstore", 8, 16, 8, 2, true},
-      {"128x128 k32 2buf", 8, 8, 32, 2},  // 64 KiB: only where the device allows it
+      {"256x128 k16 2buf tstore", 16, 8, 16, 2, true},
   };
   return t;
 }
