@@ -117,6 +117,8 @@ const std::vector<GemmTiling>& gemm_tilings() {
       {"128x256 k16 2buf tstore", 8, 16, 16, 2, true},
       {"128x256 k8 2buf tstore", 8, 16, 8, 2, true},
       {"256x128 k16 2buf tstore", 16, 8, 16, 2, true},
+      {"64x128 k32 2buf tstore", 4, 8, 32, 2, true},
+      {"128x64 k32 2buf tstore", 8, 4, 32, 2, true},
   };
   return t;
 }
