@@ -31,8 +31,9 @@ const BK: u32 = {{BK}}u;
 const STAGES: u32 = {{STAGES}}u;
 // Workgroup tiles are [k][m] and [k][n]. A load ordered along memory where that is k (A as vec4s along k, A with k
 // stride 1, B = W^T in either form) stores a warp's values into a few banks, 4 to 16 ways in conflict; with TSTORE
-// the threads of a warp take 32 neighbouring m (n) instead: conflict-free stores, strided global loads (whose
-// sectors the next loads of the tile use from cache).
+// the threads of a warp take 32 neighbouring m (n) instead: conflict-free stores, but strided global loads, each
+// using part of a sector whose rest another load of the same tile takes (from cache, if it is still there). Which
+// costs less is for the H200 to say (scripts/h200/gemm_fp32.sh).
 const TSTORE: bool = {{TSTORE}};
 const B_MODE: u32 = {{B_MODE}}u;
 const A_VEC: bool = {{A_VEC}};
