@@ -2,9 +2,9 @@
 # On the GPU machine (after scripts/h200/prepare.sh here): every entry of the fp32 GEMM's tiling table
 # (src/ops/matmul/gemm_tiling.h) forced in turn through WGTRAIN_FORCE_GEMM: `bench --only mm` (4096^3, A and B as
 # views, and step_gemm: the train_step model's GEMMs), then the GEMM tests with every entry forced
-# (GemmTilings.*) and the matmul / q4gsw suites at the table's choice. Last, a table: one line per bench row, one
-# column per entry (mm rows in TFLOP/s, step rows in ms), the best entry of each row. Into $OUT/gemm/. Under 4
-# minutes: entries still to run after 3 are skipped.
+# (GemmTilings.*) and the matmul / q4gsw suites at the table's choice, then those suites under each entry. Last, a
+# table: one line per bench row, one column per entry (mm rows in TFLOP/s, step rows in ms), the best entry of each
+# row. Into $OUT/gemm/. Under 4 minutes: what is still to run after the times below is skipped, and said so.
 set -uo pipefail
 source scripts/h200/env.sh
 out=${OUT:-/tmp}
@@ -13,10 +13,10 @@ quiet() { grep -v "^Warning\|^    at"; }
 # The table's size, from the bench's header line ("entry 0 of N").
 count=$(WGTRAIN_FORCE_GEMM=0 timeout 30 .carry/wgtrain bench --only no-such-row 2>&1 | grep -o "entry 0 of [0-9]*" | grep -o "[0-9]*$")
 echo "tiling entries: ${count:?the bench printed no tiling count}"
-# `--only mm` runs the mm rows and step_gemm (its name holds "mm" too). Entries left when 3 minutes are gone are
+# `--only mm` runs the mm rows and step_gemm (its name holds "mm" too). Entries left after 170 s are
 # skipped (said so), so that the tests and the table still come within the call.
 for n in $(seq 0 $((count - 1))); do
-  if [ "$SECONDS" -gt 180 ]; then echo "entry $n and later skipped: out of time"; break; fi
+  if [ "$SECONDS" -gt 170 ]; then echo "entry $n and later skipped: out of time"; break; fi
   WGTRAIN_FORCE_GEMM=$n timeout 40 .carry/wgtrain bench --only mm --json "$d/mm_$n.json" 2>&1 | quiet > "$d/mm_$n.log"
   grep -ho "tiling forced.*" "$d/mm_$n.log"
   grep -h "failed" "$d/mm_$n.log" | head -2
@@ -24,7 +24,15 @@ done
 WGTRAIN_POISON=1 timeout 100 .carry/wgtrain_tests \
   --gtest_filter='*GemmTilings*:*MmSizes*:Mm.*:*BmmSizes*:Bmm.*:*LinearCases*:Linear.*:*Q4Gemms*' 2>&1 | quiet \
   > "$d/tests.log"
-grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|^\[  SKIPPED \]" "$d/tests.log" | head -20
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$d/tests.log" | head -20
+# The matmul and q4gsw suites themselves with each entry forced (the test binary takes WGTRAIN_FORCE_GEMM too),
+# while time is left: one line per entry.
+for n in $(seq 0 $((count - 1))); do
+  if [ "$SECONDS" -gt 225 ]; then echo "suites: entry $n and later not run: out of time"; break; fi
+  WGTRAIN_FORCE_GEMM=$n WGTRAIN_POISON=1 timeout 30 .carry/wgtrain_tests \
+    --gtest_filter='*MmSizes*:Mm.*:*BmmSizes*:Bmm.*:*LinearCases*:Linear.*:*Q4Gemms*' 2>&1 | quiet > "$d/suites_$n.log"
+  echo "suites, entry $n: $(grep -E "^\[  (PASSED|FAILED) " "$d/suites_$n.log" | tr '\n' ' ')"
+done
 # Optionally, the whole training step with given entries forced: STEP_ENTRIES="0 6" (one train_step bench each).
 for n in ${STEP_ENTRIES:-}; do
   WGTRAIN_FORCE_GEMM=$n timeout 60 .carry/wgtrain bench --only train_step --json "$d/train_step_$n.json" 2>&1 | quiet \

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <tuple>
 
 #include "ops/matmul/gemm_tiling.h"
@@ -23,6 +24,15 @@ using test::random_host;
 using test::upload;
 
 double dot_rtol(int64_t k) { return 2.0 * std::max<int64_t>(k, 1) * std::ldexp(1.0, -24); }
+
+// WGTRAIN_FORCE_GEMM=<n>, as the bench takes it: every fp32 GEMM of this test process (these suites, q4gsw's, any)
+// runs entry n of the tiling table, so that each entry can be put through all of them
+// (scripts/h200/gemm_fp32.sh). Set before any test runs; the GemmTilings tests restore it after forcing their own.
+const int kEnvGemmForce = [] {
+  const char* f = std::getenv("WGTRAIN_FORCE_GEMM");
+  if (f && *f) ops::detail::gemm_force = std::atoi(f);
+  return ops::detail::gemm_force;
+}();
 
 // (M, K, N): 1s, primes, tile edges (64) and just past them, K longer than one 16-deep k-tile.
 class MmSizes : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t>> {};
@@ -200,7 +210,7 @@ class GemmTilings : public ::testing::TestWithParam<int> {
     ops::detail::gemm_force = GetParam();
   }
   void TearDown() override {
-    ops::detail::gemm_force = ops::detail::kGemmTableChoice;
+    ops::detail::gemm_force = kEnvGemmForce;
     test::device().impl().split_k = 0;
   }
 };
@@ -311,7 +321,7 @@ INSTANTIATE_TEST_SUITE_P(Forced, GemmTilings,
 TEST(GemmTilings, ForcingAnEntryPastTheTableIsAnError) {
   ops::detail::gemm_force = static_cast<int>(ops::detail::gemm_tilings().size());
   EXPECT_THROW(ops::mm(upload(random_host({2, 3})), upload(random_host({3, 4}))), ArgumentError);
-  ops::detail::gemm_force = ops::detail::kGemmTableChoice;
+  ops::detail::gemm_force = kEnvGemmForce;
 }
 
 }  // namespace
