@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 
@@ -58,11 +59,14 @@ const wgtrain::detail::KernelDefs& gemm_variant(int tm, GemmB::Mode mode, bool a
   return table[index(tm, static_cast<int>(mode), a_vec, b_vec)];
 }
 
-// The variant of gemm_tiled.wgsl for a table entry and these fields, built once each, sorted by key.
+// The variant of gemm_tiled.wgsl for a table entry and these fields, built once each (on first use: the table
+// times the operand forms is large), sorted by key.
 const wgtrain::detail::KernelDefs& gemm_tiled_variant(const GemmTiling& t, GemmB::Mode mode, bool a_vec, bool a_t,
                                                      bool b_vec, bool b_t) {
   static std::map<std::tuple<int, int, int, int, bool, int, bool, bool, bool, bool>, wgtrain::detail::KernelDefs>
       cache;
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
   const auto key =
       std::make_tuple(t.tm, t.tn, t.bk, t.stages, t.tstore, static_cast<int>(mode), a_vec, a_t, b_vec, b_t);
   auto it = cache.find(key);
