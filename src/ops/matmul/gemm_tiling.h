@@ -31,7 +31,7 @@ int64_t gemm_tiling_storage(const GemmTiling& t);
 // UnsupportedError). The bench sets it from WGTRAIN_FORCE_GEMM.
 inline constexpr int kGemmTableChoice = -1;
 extern int gemm_force;
-// The entry an fp32 GEMM with this output takes on this device (honouring gemm_force).
-const GemmTiling& gemm_choice(const DeviceImpl& dev, int64_t M, int64_t N, int64_t K);
+// The entry an fp32 GEMM of this shape and form of B (GemmB::Mode) takes on this device (honouring gemm_force).
+const GemmTiling& gemm_choice(const DeviceImpl& dev, int64_t M, int64_t N, int64_t K, int b_mode);
 
 }  // namespace wgtrain::ops::detail

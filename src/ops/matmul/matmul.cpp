@@ -132,21 +132,23 @@ int64_t gemm_tiling_storage(const GemmTiling& t) {
   return int64_t{t.stages} * t.bk * 16 * (t.tm + t.tn) * 4;
 }
 
-const GemmTiling& gemm_choice(const DeviceImpl& dev, int64_t M, int64_t N, int64_t K) {
+const GemmTiling& gemm_choice(const DeviceImpl& dev, int64_t M, int64_t N, int64_t K, int b_mode) {
   (void)K;
   const auto& table = gemm_tilings();
   if (gemm_force == kGemmTableChoice) {
-    // The first of these entries that cuts the output into at least min_tiles tiles (so that a large tile still
-    // fills the GPU) and fits the device's workgroup memory; else gemm.wgsl. To be set from gemm_fp32.sh's table.
+    // The first of these entries for this form of B (-1: any) that cuts the output into at least min_tiles tiles
+    // (so that a large tile still fills the GPU) and fits the device's workgroup memory; else gemm.wgsl. To be set
+    // from gemm_fp32.sh's table.
     struct Pick {
       size_t entry;
       int64_t min_tiles;
+      int b_mode;
     };
-    static constexpr Pick kPicks[] = {{0, 0}};
+    static constexpr Pick kPicks[] = {{0, 0, -1}};
     for (const Pick& pick : kPicks) {
       const GemmTiling& t = table[pick.entry];
       const int64_t bm = t.tm ? 16 * t.tm : 128, bn = t.tn ? 16 * t.tn : 128;
-      if ((M + bm - 1) / bm * ((N + bn - 1) / bn) >= pick.min_tiles &&
+      if ((pick.b_mode < 0 || pick.b_mode == b_mode) && (M + bm - 1) / bm * ((N + bn - 1) / bn) >= pick.min_tiles &&
           gemm_tiling_storage(t) <= static_cast<int64_t>(dev.limits.max_workgroup_storage))
         return t;
     }
@@ -215,7 +217,7 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   // Otherwise an entry of the tiling table (gemm_tiling.h) on WebGPU; the native backend has gemm.comp's alone.
   // gemm.wgsl (gemm.comp): large outputs take 128 x 128 tiles (8 x 8 per thread), small ones 64 x 64, so fewer
   // lanes idle.
-  const GemmTiling& tiling = coopmat || dev.native() ? gemm_tilings()[0] : gemm_choice(dev, M, N, K);
+  const GemmTiling& tiling = coopmat || dev.native() ? gemm_tilings()[0] : gemm_choice(dev, M, N, K, static_cast<int>(gb.mode));
   const bool tiled = tiling.tm != 0;
   const int tm = (M >= 128 && N >= 128) ? 8 : 4;
   const int64_t tile_m = coopmat ? 64 : tiled ? 16 * tiling.tm : 16 * tm;
