@@ -40,6 +40,8 @@ for n in ${STEP_ENTRIES:-}; do
   echo "entry $n:"; grep -hE "^train_step.*(tokens/s|losses)" "$d/train_step_$n.log"
 done
 python3 - "$d" "$count" <<'PY'
+# The table. Beside it, the same products through PyTorch's cuBLAS in fp32 (TF32 off; CUDA events, 20 runs after 3),
+# and the best entry's speed as a fraction of it: the issue's goal is 0.85.
 import json, sys, os
 d, count = sys.argv[1], int(sys.argv[2])
 names, rows = {}, {}
@@ -53,22 +55,74 @@ for n in range(count):
     for line in open(p):
         x = json.loads(line)
         rows.setdefault((x["name"], x["shape"]), {})[n] = x
+
+def cublas_seconds(keys):
+    try:
+        import torch
+        assert torch.cuda.is_available(), "no CUDA device"
+    except Exception as e:
+        print("no cuBLAS column:", e)
+        return {}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    res = {}
+    def timed(fn):
+        for _ in range(3): fn()
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(20): fn()
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e) / 20 * 1e-3
+    rnd = lambda *s: torch.rand(*s, device="cuda") * 2 - 1
+    for name, shape in keys:
+        M, N, K = (int(v) for v in shape.split()[0].split("x"))  # mm rows: s x s x s; step rows: M x N x K
+        if name.startswith("mm "):
+            a, b = rnd(M, K), rnd(K, N)
+            if "A as a view" in name: a = a.t().contiguous().t()
+            if "B as a view" in name: b = b.t().contiguous().t()
+            res[(name, shape)] = timed(lambda: torch.mm(a, b))
+        elif "linear_q4gsw_backward" in name:  # dx = dy W (W dequantised: f32 here)
+            dy, w = rnd(M, N), rnd(N, K)
+            res[(name, shape)] = timed(lambda: torch.mm(dy, w))
+        elif "linear_q4gsw" in name:  # y = x W^T
+            x, w = rnd(M, K), rnd(N, K)
+            res[(name, shape)] = timed(lambda: torch.mm(x, w.t()))
+        elif "linear_dW" in name:  # grad += dy^T x
+            dy, x, g = rnd(M, N), rnd(M, K), rnd(N, K)
+            res[(name, shape)] = timed(lambda: g.addmm_(dy.t(), x))
+        elif "mm (head)" in name:  # logits = h E^T
+            h, e = rnd(M, K), rnd(N, K)
+            res[(name, shape)] = timed(lambda: torch.mm(h, e.t()))
+        torch.cuda.empty_cache()
+    return res
+
+try:
+    cub = cublas_seconds(list(rows))
+except Exception as e:  # the table matters more than its reference column
+    print("no cuBLAS column:", repr(e))
+    cub = {}
 print("entries:")
 for n in range(count): print("  %d: %s" % (n, names.get(n, "?")))
-print("%-44s" % "row (mm: TFLOP/s; step: ms)" + "".join("%8d" % n for n in range(count)) + "   best")
+print("%-44s" % "row (mm: TFLOP/s; step: ms)" + "".join("%8d" % n for n in range(count)) + "   best  cuBLAS  best/cuBLAS")
 total = {}
 for (name, shape), by in rows.items():
     tflops = name.startswith("mm ")
-    vals = {n: (x["flops"] / x["seconds"] * 1e-12 if tflops else x["seconds"] * 1e3) for n, x in by.items()}
+    conv = lambda x_flops, sec: x_flops / sec * 1e-12 if tflops else sec * 1e3
+    vals = {n: conv(x["flops"], x["seconds"]) for n, x in by.items()}
     if not tflops:
         for n, v in vals.items(): total.setdefault(n, []).append(v)
     best = (max if tflops else min)(vals, key=vals.get)
+    ref = ""
+    if (name, shape) in cub:
+        c = conv(next(iter(by.values()))["flops"], cub[(name, shape)])
+        ref = ("%8.2f" if tflops else "%8.3f") % c + "  %5.2fx" % (vals[best] / c if tflops else c / vals[best])
     label = (name.replace(" fp32", "").replace("step ", "") + " " + shape)[:44]
     print("%-44s" % label + "".join(("%8.2f" if tflops else "%8.3f") % vals[n] if n in vals else "%8s" % "-"
-                                     for n in range(count)) + "   %d" % best)
+                                     for n in range(count)) + "   %4d" % best + ref)
 nrows = max((len(v) for v in total.values()), default=0)
 full = {n: sum(v) for n, v in total.items() if len(v) == nrows}
 if full:
     print("%-44s" % "step GEMMs, sum (ms)" + "".join("%8.3f" % full[n] if n in full else "%8s" % "-"
-                                                      for n in range(count)) + "   %d" % min(full, key=full.get))
+                                                      for n in range(count)) + "   %4d" % min(full, key=full.get))
 PY
