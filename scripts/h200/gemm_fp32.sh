@@ -13,10 +13,10 @@ quiet() { grep -v "^Warning\|^    at"; }
 # The table's size, from the bench's header line ("entry 0 of N").
 count=$(WGTRAIN_FORCE_GEMM=0 timeout 30 .carry/wgtrain bench --only no-such-row 2>&1 | grep -o "entry 0 of [0-9]*" | grep -o "[0-9]*$")
 echo "tiling entries: ${count:?the bench printed no tiling count}"
-# `--only mm` runs the mm rows and step_gemm (its name holds "mm" too). Entries left after 170 s are
+# `--only mm` runs the mm rows and step_gemm (its name holds "mm" too). Entries left after 160 s are
 # skipped (said so), so that the tests and the table still come within the call.
 for n in $(seq 0 $((count - 1))); do
-  if [ "$SECONDS" -gt 170 ]; then echo "entry $n and later skipped: out of time"; break; fi
+  if [ "$SECONDS" -gt 160 ]; then echo "entry $n and later skipped: out of time"; break; fi
   WGTRAIN_FORCE_GEMM=$n timeout 40 .carry/wgtrain bench --only mm --json "$d/mm_$n.json" 2>&1 | quiet > "$d/mm_$n.log"
   grep -ho "tiling forced.*" "$d/mm_$n.log"
   grep -h "failed" "$d/mm_$n.log" | head -2
@@ -28,7 +28,7 @@ grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$d/tests.log" | head -20
 # The matmul and q4gsw suites themselves with each entry forced (the test binary takes WGTRAIN_FORCE_GEMM too),
 # while time is left: one line per entry.
 for n in $(seq 0 $((count - 1))); do
-  if [ "$SECONDS" -gt 225 ]; then echo "suites: entry $n and later not run: out of time"; break; fi
+  if [ "$SECONDS" -gt 200 ]; then echo "suites: entry $n and later not run: out of time"; break; fi
   WGTRAIN_FORCE_GEMM=$n WGTRAIN_POISON=1 timeout 30 .carry/wgtrain_tests \
     --gtest_filter='*MmSizes*:Mm.*:*BmmSizes*:Bmm.*:*LinearCases*:Linear.*:*Q4Gemms*' 2>&1 | quiet > "$d/suites_$n.log"
   echo "suites, entry $n: $(grep -E "^\[  (PASSED|FAILED) " "$d/suites_$n.log" | tr '\n' ' ')"
