@@ -23,7 +23,7 @@
 // @variant A_T {true|false} A column-major (m stride 1) with M, k stride and offset multiples of 4: vec4s along m
 // @variant A_V4 {true|false} A bound as vec4s: A_VEC or A_T
 // @variant A_TYPE {vec4<f32>|f32} the element type A is bound as: vec4<f32> exactly when A_V4
-// @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_VEC, u32 in the q4 modes
+// @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_V4, u32 in the q4 modes
 
 const TM: u32 = {{TM}}u;
 const TN: u32 = {{TN}}u;
