@@ -4,6 +4,7 @@
 #include "gpu/device_impl.h"
 #include "ops/attention/attention_variants.h"
 #include "ops/fused_ce/fused_ce_force.h"
+#include "ops/matmul/gemm_tiling.h"
 #include "ops/q4gsw/q4gsw_force.h"
 #include "ops/shape/transpose_force.h"
 
@@ -384,6 +385,18 @@ int run_bench(const BenchOptions& opt) {
     std::printf(", subgroup matrices: %s", sm_enabled ? "enabled (allow_unsafe_apis, use_vulkan_memory_model)"
                                                       : "not offered");
   std::printf(", GEMMs: %s", prec.c_str());
+  // WGTRAIN_FORCE_GEMM=<n>: every fp32 GEMM of this run takes entry n of the tiling table (matmul/gemm_tiling.h),
+  // so that scripts/h200/gemm_fp32.sh can time each entry.
+  if (const char* f = std::getenv("WGTRAIN_FORCE_GEMM"); f && *f) {
+    const auto& table = ops::detail::gemm_tilings();
+    char* end = nullptr;
+    const long n = std::strtol(f, &end, 10);
+    if (*end != '\0' || n < 0 || n >= static_cast<long>(table.size()))
+      throw ArgumentError(std::string("WGTRAIN_FORCE_GEMM=") + f + ": not an entry of the fp32 GEMM tilings (0 to " +
+                          std::to_string(table.size() - 1) + ")");
+    ops::detail::gemm_force = static_cast<int>(n);
+    std::printf(", fp32 GEMM tiling forced: entry %ld of %zu (%s)", n, table.size(), table[static_cast<size_t>(n)].name);
+  }
   std::printf("\n");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};

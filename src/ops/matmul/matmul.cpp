@@ -1,9 +1,13 @@
 // mm, bmm and linear: one tiled kernel over strided operands (gemm.wgsl).
 #include <algorithm>
 #include <array>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "ops/matmul/gemm.h"
+#include "ops/matmul/gemm_tiling.h"
 #include "ops/matmul/split_k.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
@@ -55,9 +59,111 @@ const wgtrain::detail::KernelDefs& gemm_variant(int tm, GemmB::Mode mode, bool a
   return table[index(tm, static_cast<int>(mode), a_vec, b_vec)];
 }
 
+// The variant of gemm_tiled.wgsl for a table entry and these fields, built once each (on first use: the table
+// times the operand forms is large), sorted by key.
+const wgtrain::detail::KernelDefs& gemm_tiled_variant(const GemmTiling& t, GemmB::Mode mode, bool a_vec, bool a_t,
+                                                     bool b_vec, bool b_t) {
+  static std::map<std::tuple<int, int, int, int, bool, int, bool, bool, bool, bool>, wgtrain::detail::KernelDefs>
+      cache;
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key =
+      std::make_tuple(t.tm, t.tn, t.bk, t.stages, t.tstore, static_cast<int>(mode), a_vec, a_t, b_vec, b_t);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    wgtrain::detail::KernelDefs d = {{"A_TYPE", a_vec || a_t ? "vec4<f32>" : "f32"},
+                                     {"A_T", a_t ? "true" : "false"},
+                                     {"A_V4", a_vec || a_t ? "true" : "false"},
+                                     {"A_VEC", a_vec ? "true" : "false"},
+                                     {"BK", std::to_string(t.bk)},
+                                     {"B_MODE", std::to_string(static_cast<int>(mode))},
+                                     {"B_T", b_t ? "true" : "false"},
+                                     {"B_TYPE", mode != GemmB::F32 ? "u32" : (b_vec || b_t ? "vec4<f32>" : "f32")},
+                                     {"B_V4", b_vec || b_t ? "true" : "false"},
+                                     {"B_VEC", b_vec ? "true" : "false"},
+                                     {"STAGES", std::to_string(t.stages)},
+                                     {"TM", std::to_string(t.tm)},
+                                     {"TN", std::to_string(t.tn)},
+                                     {"TSTORE", t.tstore ? "true" : "false"}};
+    std::sort(d.begin(), d.end());
+    it = cache.emplace(key, std::move(d)).first;
+  }
+  return it->second;
+}
+
 }  // namespace
 
 namespace detail {
+
+int gemm_force = kGemmTableChoice;
+
+const std::vector<GemmTiling>& gemm_tilings() {
+  // gemm.wgsl first (the choice until the H200 says otherwise: scripts/h200/gemm_fp32.sh times every entry), then
+  // gemm_tiled.wgsl's: the same 128 x 128 in two buffers or 32 deep, wider per-thread blocks (8 x 16, 16 x 8) for
+  // large outputs, and smaller tiles that give the step's 8192 x 640 outputs more workgroups; then some of them with
+  // conflict-free workgroup stores (tstore). Workgroup memory: 48 KiB for the k16 wide blocks (the H200's limit;
+  // llvmpipe has 32 KiB, where their k8 twins are tested).
+  static const std::vector<GemmTiling> t = {
+      {"gemm.wgsl 128x128|64x64 k16", 0, 0, 16, 1},
+      {"128x128 k16 2buf", 8, 8, 16, 2},
+      {"128x128 k32 1buf", 8, 8, 32, 1},
+      {"128x128 k8 2buf", 8, 8, 8, 2},
+      {"128x256 k16 2buf", 8, 16, 16, 2},
+      {"256x128 k16 2buf", 16, 8, 16, 2},
+      {"64x128 k16 2buf", 4, 8, 16, 2},
+      {"128x64 k16 2buf", 8, 4, 16, 2},
+      {"64x64 k32 2buf", 4, 4, 32, 2},
+      {"128x256 k8 2buf", 8, 16, 8, 2},
+      {"256x128 k8 2buf", 16, 8, 8, 2},
+      {"128x128 k16 2buf tstore", 8, 8, 16, 2, true},
+      {"64x128 k16 2buf tstore", 4, 8, 16, 2, true},
+      {"128x64 k16 2buf tstore", 8, 4, 16, 2, true},
+      {"128x256 k16 2buf tstore", 8, 16, 16, 2, true},
+      {"128x256 k8 2buf tstore", 8, 16, 8, 2, true},
+      {"256x128 k16 2buf tstore", 16, 8, 16, 2, true},
+      {"64x128 k32 2buf tstore", 4, 8, 32, 2, true},
+      {"128x64 k32 2buf tstore", 8, 4, 32, 2, true},
+  };
+  return t;
+}
+
+int64_t gemm_tiling_storage(const GemmTiling& t) {
+  if (t.tm == 0) return 2 * 16 * 128 * 4;
+  return int64_t{t.stages} * t.bk * 16 * (t.tm + t.tn) * 4;
+}
+
+const GemmTiling& gemm_choice(const DeviceImpl& dev, int64_t M, int64_t N, int64_t K, int b_mode) {
+  (void)K;
+  const auto& table = gemm_tilings();
+  if (gemm_force == kGemmTableChoice) {
+    // The first of these entries for this form of B (-1: any) that cuts the output into at least min_tiles tiles
+    // (so that a large tile still fills the GPU) and fits the device's workgroup memory; else gemm.wgsl. To be set
+    // from gemm_fp32.sh's table.
+    struct Pick {
+      size_t entry;
+      int64_t min_tiles;
+      int b_mode;
+    };
+    static constexpr Pick kPicks[] = {{0, 0, -1}};
+    for (const Pick& pick : kPicks) {
+      const GemmTiling& t = table[pick.entry];
+      const int64_t bm = t.tm ? 16 * t.tm : 128, bn = t.tn ? 16 * t.tn : 128;
+      if ((pick.b_mode < 0 || pick.b_mode == b_mode) && (M + bm - 1) / bm * ((N + bn - 1) / bn) >= pick.min_tiles &&
+          gemm_tiling_storage(t) <= static_cast<int64_t>(dev.limits.max_workgroup_storage))
+        return t;
+    }
+    return table[0];
+  }
+  if (gemm_force < 0 || gemm_force >= static_cast<int>(table.size()))
+    throw ArgumentError("gemm: no tiling " + std::to_string(gemm_force) + " to force (WGTRAIN_FORCE_GEMM: 0 to " +
+                        std::to_string(table.size() - 1) + ")");
+  const GemmTiling& t = table[static_cast<size_t>(gemm_force)];
+  if (gemm_tiling_storage(t) > static_cast<int64_t>(dev.limits.max_workgroup_storage))
+    throw UnsupportedError("gemm: tiling " + std::to_string(gemm_force) + " (" + t.name + ") needs " +
+                           std::to_string(gemm_tiling_storage(t)) + " bytes of workgroup memory; " + dev.info.name +
+                           " allows " + std::to_string(dev.limits.max_workgroup_storage));
+  return t;
+}
 
 void sum_split_parts(const char* op, const Tensor& part, const Tensor& c, int64_t splits, int64_t outputs,
                      bool accumulate) {
@@ -105,20 +211,33 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   p.c_off = u32(c.offset(), "offset");
   u32(batch * M * N, "output elements");
 
-  // Large outputs take 128 x 128 tiles (8 x 8 per thread); small ones 64 x 64, so fewer lanes idle.
-  const int tm = (M >= 128 && N >= 128) ? 8 : 4;
   // The native backend's cooperative-matrix GEMM (fp16 products into fp32, 64 x 64 tiles, k staged 32 deep) where
   // the device was opened with it (DeviceOptions::cooperative_matrix).
   const bool coopmat = dev.features.cooperative_matrix;
-  const int64_t tile = coopmat ? 64 : 16 * tm;
+  // Otherwise an entry of the tiling table (gemm_tiling.h) on WebGPU; the native backend has gemm.comp's alone.
+  // gemm.wgsl (gemm.comp): large outputs take 128 x 128 tiles (8 x 8 per thread), small ones 64 x 64, so fewer
+  // lanes idle.
+  const GemmTiling& tiling = coopmat || dev.native() ? gemm_tilings()[0] : gemm_choice(dev, M, N, K, static_cast<int>(gb.mode));
+  const bool tiled = tiling.tm != 0;
+  const int tm = (M >= 128 && N >= 128) ? 8 : 4;
+  const int64_t tile_m = coopmat ? 64 : tiled ? 16 * tiling.tm : 16 * tm;
+  const int64_t tile_n = coopmat ? 64 : tiled ? 16 * tiling.tn : 16 * tm;
+  const int64_t k_tile = coopmat ? 32 : tiled ? tiling.bk : 16;
   // 16-byte loads where an operand is row-major with every row and offset a multiple of 4 floats.
   const bool a_vec = K % 4 == 0 && a.strides()[2] == 1 && a.offset() % 4 == 0 && a.strides()[1] % 4 == 0 &&
                      a.strides()[0] % 4 == 0;
+  // gemm_tiled.wgsl only: 16-byte loads along m where A is column-major (the weight gradient's dy^T) and aligned.
+  const bool a_t = tiled && !a_vec && M % 4 == 0 && a.strides()[1] == 1 && a.strides()[2] % 4 == 0 &&
+                   a.offset() % 4 == 0 && a.strides()[0] % 4 == 0;
   const bool b_vec = gb.mode == GemmB::F32 && N % 4 == 0 && b.strides()[2] == 1 && b.offset() % 4 == 0 &&
                      b.strides()[1] % 4 == 0 && b.strides()[0] % 4 == 0;
+  // And along k where an f32 B has k stride 1 (W^T of a row-major weight: the tied head).
+  const bool b_t = tiled && gb.mode == GemmB::F32 && !b_vec && K % 4 == 0 && b.strides()[1] == 1 &&
+                   b.strides()[2] % 4 == 0 && b.offset() % 4 == 0 && b.strides()[0] % 4 == 0;
   const auto& pipe = coopmat ? dev.pipeline("matmul/gemm_coopmat", {{"B_MODE", std::to_string(static_cast<uint32_t>(gb.mode))}})
-                              : dev.pipeline("matmul/gemm", gemm_variant(tm, gb.mode, a_vec, b_vec));
-  const uint32_t gx = u32((N + tile - 1) / tile, "N tiles"), gy = u32((M + tile - 1) / tile, "M tiles");
+                     : tiled ? dev.pipeline("matmul/gemm_tiled", gemm_tiled_variant(tiling, gb.mode, a_vec, a_t, b_vec, b_t))
+                             : dev.pipeline("matmul/gemm", gemm_variant(tm, gb.mode, a_vec, b_vec));
+  const uint32_t gx = u32((N + tile_n - 1) / tile_n, "N tiles"), gy = u32((M + tile_m - 1) / tile_m, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   // Unused bindings still need a buffer; any read-only one will do.
   const wgtrain::detail::BufferHandle scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
@@ -127,7 +246,7 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   // Split-K (split_k.h): only for single, bias-free products, whose partial tiles split_sum.wgsl adds (to what c
   // held, when accumulating).
   const auto [splits, chunk] = batch == 1 && !bias
-                                   ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software, coopmat ? 32 : 16)
+                                   ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software, k_tile)
                                    : SplitK{1, K};
   if (splits > 1) {
     const Tensor part = new_tensor(dev, {splits, M, N}, DType::F32);
