@@ -98,7 +98,7 @@ namespace detail {
 int gemm_force = kGemmTableChoice;
 
 const std::vector<GemmTiling>& gemm_tilings() {
-  // gemm.wgsl first (the choice until the H200 says otherwise: scripts/h200/gemm_fp32.sh times every entry), then
+  // gemm.wgsl first (scripts/h200/gemm_fp32.sh times every entry; gemm_choice picks from that table), then
   // gemm_tiled.wgsl's: the same 128 x 128 in two buffers or 32 deep, wider per-thread blocks (8 x 16, 16 x 8) for
   // large outputs, and smaller tiles that give the step's 8192 x 640 outputs more workgroups; then some of them with
   // conflict-free workgroup stores (tstore). Workgroup memory: 48 KiB for the k16 wide blocks (the H200's limit;
@@ -137,14 +137,17 @@ const GemmTiling& gemm_choice(const DeviceImpl& dev, int64_t M, int64_t N, int64
   const auto& table = gemm_tilings();
   if (gemm_force == kGemmTableChoice) {
     // The first of these entries for this form of B (-1: any) that cuts the output into at least min_tiles tiles
-    // (so that a large tile still fills the GPU) and fits the device's workgroup memory; else gemm.wgsl. To be set
-    // from gemm_fp32.sh's table.
+    // (so that a large tile still fills the GPU) and fits the device's workgroup memory; else gemm.wgsl. From
+    // gemm_fp32.sh's table on the H200 (bench/RESULTS.md run n): an f32 B with at least 500 of its tiles (4096^3:
+    // 512, the tied head: 2048) 256 x 128 k8 two buffers (43.2 TFLOP/s at 4096^3, 0.85x cuBLAS; gemm.wgsl 33.6);
+    // an f32 B below that (the weight gradients) 128 x 128 k8 two buffers (8192 x 1728 x 640: 0.579 ms, gemm.wgsl
+    // 0.626); the q4 products gemm.wgsl, which no entry beat at the step's shapes (256 x 128 was slower at 896 tiles).
     struct Pick {
       size_t entry;
       int64_t min_tiles;
       int b_mode;
     };
-    static constexpr Pick kPicks[] = {{0, 0, -1}};
+    static constexpr Pick kPicks[] = {{10, 500, 0}, {3, 0, 0}, {0, 0, -1}};
     for (const Pick& pick : kPicks) {
       const GemmTiling& t = table[pick.entry];
       const int64_t bm = t.tm ? 16 * t.tm : 128, bn = t.tn ? 16 * t.tn : 128;
