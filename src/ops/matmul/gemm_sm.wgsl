@@ -21,7 +21,8 @@
 //
 // @variant B_MODE {0|1|2} the form of B: f32, q4gsw read as W^T, q4gsw read as W (gemm.wgsl's)
 // @variant A_VEC {true|false} A row-major with rows and offset multiples of 4 floats and K too: loaded as vec4s, a
-//   thread's 4 of a k-tile from one row (one row scale a thread: 4 kept in registers cost 40% on the H200, run n)
+//   thread's 4 of a k-tile from one row (one row scale a thread: 4 kept in registers cost 40% on the H200, run n),
+//   stored into a [k][m] tile as A_T's
 // @variant A_T {true|false} A column-major (m stride 1) with k stride, offset and M multiples of 4 (the weight
 //   gradient's dy^T, transposed views): loaded as vec4s along m into a [k][m] tile, read as column-major fragments
 // @variant A_V4 {true|false} A_VEC or A_T: A is bound as vec4s
@@ -48,7 +49,10 @@ const SA: u32 = BK + 8u;  // row stride of sa (halves)
 const SB: u32 = BN + 8u;  // row stride of sb
 const SAT: u32 = BM + 8u;  // row stride of sa as a [k][m] tile (A_T)
 const_assert BK * SAT <= BM * SA;
-const A_STRIDE: u32 = select(SA, SAT, A_T);
+// A_VEC's tile is [k][m] too, read as column-major fragments: on the H200 row-major left fragments from an [m][k]
+// tile ran at half the speed (mm 4096^3: 85 against 139 TFLOP/s, run n).
+const A_KM: bool = A_T || A_VEC;
+const A_STRIDE: u32 = select(SA, SAT, A_KM);
 const SBT: u32 = BK + 8u;  // row stride of sb as an [n][k] tile (B_T, and B_MODE 1, whose words run along k)
 const B_NK: bool = B_T || B_MODE == 1u;
 const SB_SIZE: u32 = max(BK * SB, BN * SBT);
@@ -126,7 +130,7 @@ fn load_bw(i: u32) -> u32 { return u32(b[i]); }
 
 // The offset in sa of the fragment at row r, column k of A's tile.
 fn a_frag(r: u32, k: u32) -> u32 {
-  return select(r * SA + k, k * SAT + r, A_T);
+  return select(r * SA + k, k * SAT + r, A_KM);
 }
 
 // The offset in sb of the fragment at row k, column c of B's tile.
@@ -326,12 +330,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
       }
     } else if (A_VEC) {
       for (var t = 0u; t < LOADS4; t = t + 1u) {
+        // Into the [k][m] tile: the vec4's 4 k a row apart.
         let h = vec4<f16>(ra4[t] * ainv[0]);
-        let s = (li / 2u) * SA + ((li % 2u) * 4u + t) * 4u;
+        let s = ((li % 2u) * 4u + t) * 4u * SAT + li / 2u;
         sa[s] = h.x;
-        sa[s + 1u] = h.y;
-        sa[s + 2u] = h.z;
-        sa[s + 3u] = h.w;
+        sa[s + SAT] = h.y;
+        sa[s + 2u * SAT] = h.z;
+        sa[s + 3u * SAT] = h.w;
       }
     } else {
       for (var t = 0u; t < LOADS; t = t + 1u) {
@@ -389,10 +394,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     for (var k = 0u; k < BK; k = k + 16u) {
       // With A_T (B_NK) the tile is [k][m] ([n][k]): element (row r, column q) of a column-major fragment is at
       // offset + q stride + r.
-      let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 0u, k), A_T, A_STRIDE);
-      let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 16u, k), A_T, A_STRIDE);
-      let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_T, A_STRIDE);
-      let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_T, A_STRIDE);
+      let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 0u, k), A_KM, A_STRIDE);
+      let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 16u, k), A_KM, A_STRIDE);
+      let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_KM, A_STRIDE);
+      let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_KM, A_STRIDE);
       let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 0u), B_NK, B_STRIDE);
       let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 16u), B_NK, B_STRIDE);
       c0_0 = subgroupMatrixMultiplyAccumulate(l0, r0, c0_0);

@@ -66,7 +66,7 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                     for q in range(4):
                         v = 0.0
                         if gm < p['m'] and gk < k_end: v = a[a_base + gm*p['a_sm'] + gk + q] * ainv[li,0]
-                        sa[am*SA+ak+q] = v
+                        sa[(ak+q)*SAT+am] = v  # A_VEC's tile is [k][m], as A_T's
                 for t in range(0 if A_VEC or A_T else 16):
                     e = li + t*256
                     am = (e//BK) if akf else (e % BM); ak = (e % BK) if akf else (e // BM)
@@ -125,8 +125,8 @@ def run(p, a, b, scales, bias, c, absmax, B_MODE, grid, A_VEC=False, B_VEC=False
                                 for cc in range(16):
                                     s_ = 0.0
                                     for q in range(16):
-                                        # A_T: a column-major fragment at k*SAT + row, stride SAT
-                                        l = sa[kk*SAT + wr+16*fi + q*SAT + r] if A_T else sa[(wr+16*fi)*SA + kk + r*SA + q]
+                                        # A_T, A_VEC: a column-major fragment at k*SAT + row, stride SAT
+                                        l = sa[kk*SAT + wr+16*fi + q*SAT + r] if (A_T or A_VEC) else sa[(wr+16*fi)*SA + kk + r*SA + q]
                                         # B_NK (B_T, q4 mode 1): a column-major fragment at col*SBT + k, stride SBT
                                         rr = sb[(wc+16*fj)*SBT + kk + cc*SBT + q] if (B_T or B_MODE == 1) else sb[kk*SB + wc + 16*fj + q*SB + cc]
                                         s_ += l*rr
