@@ -236,7 +236,6 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     }
     fp.cols_p = p.r_sn;
     fp.block = p.r_sb;
-    fp.total = u32(batch * M * N, "output elements");
     dev.dispatch({op, &finish(false), &fp, sizeof fp,
                   {{c.storage()->buffer}, {amax_buf}, {bias_buf}, {padded.storage()->buffer}}, fx, fy, 1});
     return;
