@@ -142,15 +142,7 @@ fn dequant(word: u32, j: u32, scale: f32) -> f32 {
   return (f32((word >> (4u * j)) & 15u) - 8.0) * scale;
 }
 
-// The power of two 2^e with a largest magnitude (its f32 bits) in [2^(e-1), 2^e), between 2^-126 and 2^126 so that
-// its reciprocal is a normal f32 too; 1 for an all-zero row (nothing to scale) and for inf / NaN (left to show).
-fn pow2_of(bits: u32) -> f32 {
-  let e = bits >> 23u;
-  if (bits == 0u || e >= 255u) {
-    return 1.0;
-  }
-  return bitcast<f32>(clamp(e + 1u, 1u, 252u) << 23u);
-}
+{{>matmul/pow2}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {

@@ -6,7 +6,10 @@
 #   EGL_PLATFORM=surfaceless python3 src/ops/matmul/gemm_sm_tint_check.py   (prints "ok" per variant; exit 1 if any not)
 import os, re, subprocess, sys, tempfile
 here = os.path.dirname(os.path.abspath(__file__))
-src = open(os.path.join(here, 'gemm_sm.wgsl')).read()
+ops = os.path.dirname(here)
+def expand(s):  # {{>family/name}}: the embedded kernel src/ops/family/name.wgsl, as the runtime inserts it
+    return re.sub(r'\{\{>([\w/]+)\}\}', lambda m: expand(open(os.path.join(ops, m.group(1) + '.wgsl')).read()), s)
+src = expand(open(os.path.join(here, 'gemm_sm.wgsl')).read())
 def render(s, d):
     def sec(m):
         kind, key, body = m.group(1), m.group(2), m.group(3)

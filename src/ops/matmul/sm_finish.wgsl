@@ -37,14 +37,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read> raw: array<{{T}}>;
 {{/IN_PLACE}}
 
-// As gemm_sm.wgsl's: 2^e with the largest magnitude (its f32 bits) in [2^(e-1), 2^e); 1 for zero, inf or NaN.
-fn pow2_of(bits: u32) -> f32 {
-  let e = bits >> 23u;
-  if (bits == 0u || e >= 255u) {
-    return 1.0;
-  }
-  return bitcast<f32>(clamp(e + 1u, 1u, 252u) << 23u);
-}
+{{>matmul/pow2}}
 
 // Column j's factor (its scale; 1 where B is not scaled) and bias (0 without).
 fn col_scale(b: u32, j: u32) -> f32 {
