@@ -11,6 +11,7 @@
 
 #include "ops/attention/attention_variants.h"
 #include "ops/common.h"
+#include "ops/matmul/gemm.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
@@ -23,6 +24,7 @@ namespace detail {
 int attention_force = kTableChoice;
 int attention_backward_parts = kBackwardAll;
 int64_t attention_max_ds_bytes = int64_t{1} << 30;  // 168 MB at B 16, T 512, H 10
+bool attention_sm_emulated = false;
 
 namespace {
 
@@ -77,6 +79,40 @@ bool fits(const wgtrain::detail::DeviceImpl& dev, AttentionKernel kernel, const 
 
 }  // namespace
 
+int64_t attention_sm_tile(int64_t hd) { return hd <= 64 && !attention_sm_emulated ? 64 : 32; }
+
+int64_t attention_sm_storage(AttentionKernel kernel, int64_t hd) {
+  const int64_t bn = attention_sm_tile(hd), half = attention_sm_emulated ? 4 : 2;
+  const int64_t oc = hd <= 64 ? hd : hd % 64 == 0 ? 64 : hd % 48 == 0 ? 48 : 16;
+  // xs and ys, P (or dS), the f32 scratch (as sm_tiles.wgsl declares them), then each kernel's own.
+  // (The emulation in attention_sm_test.cpp adds 2 KiB: its fragments' exchange buffer.)
+  const int64_t shared = 2 * bn * (hd + 8) * half + 64 * (bn + 8) * half + 64 * (std::max(bn, oc) + 4) * 4 +
+                         (attention_sm_emulated ? 2048 : 0);
+  switch (kernel) {
+    case AttentionKernel::Forward:
+      return shared + 64 * 2 * 4;  // the halves' row maxima
+    case AttentionKernel::BackwardDq:
+      return shared;
+    case AttentionKernel::BackwardDkv:
+      break;
+  }
+  return shared + 2 * bn * 4;  // the tile's lse and D
+}
+
+std::string attention_sm_missing(const wgtrain::detail::DeviceImpl& dev, int64_t hd, bool vec4) {
+  if (!attention_sm_emulated) {
+    const std::string m = gemm_sm_missing(dev);
+    if (!m.empty()) return "the device " + m;
+  }
+  if (hd % 16 || hd > 128) return "head dim " + std::to_string(hd) + " is not a multiple of 16 up to 128";
+  if (!vec4) return "q, k, v or the output gradient is not a view of whole vec4s (hd and every row start multiples of 4)";
+  for (AttentionKernel k : {AttentionKernel::Forward, AttentionKernel::BackwardDq, AttentionKernel::BackwardDkv})
+    if (attention_sm_storage(k, hd) > static_cast<int64_t>(dev.limits.max_workgroup_storage))
+      return "the tiles at head dim " + std::to_string(hd) + " need " + std::to_string(attention_sm_storage(k, hd)) +
+             " bytes of workgroup storage, the device has " + std::to_string(dev.limits.max_workgroup_storage);
+  return "";
+}
+
 std::string attention_tiling_name(const AttentionTiling& t) {
   return std::to_string(t.wg) + "x" + std::to_string(t.rows) + "x" + std::to_string(t.tile) +
          (t.r != 4 ? "r" + std::to_string(t.r) : "") + (t.dot ? "d" : "") + (t.ds ? "s" : "");
@@ -120,7 +156,7 @@ const AttentionTiling* attention_choice(const wgtrain::detail::DeviceImpl& dev, 
   const int64_t hd4 = (hd + 3) / 4;
   int count = 0;
   const AttentionTiling* table = attention_tilings(kernel, &count);
-  if (attention_force == kRowKernels) return nullptr;
+  if (attention_force == kRowKernels || attention_force == kSubgroupMatrix) return nullptr;
   if (attention_force >= 0) {
     const AttentionTiling& t = table[std::min(attention_force, count - 1)];
     if (!fits(dev, kernel, t, hd4))
@@ -213,6 +249,19 @@ Dims check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
   return d;
 }
 
+// Whether the subgroup-matrix kernels run (see attention_sm_missing); forced, an error where they cannot.
+bool use_sm(const DeviceImpl& dev, int64_t hd, bool vec4) {
+  if (attention_force != kSubgroupMatrix && attention_force != kTableChoice) return false;
+  const std::string missing = attention_sm_missing(dev, hd, vec4);
+  if (attention_force == kSubgroupMatrix && !missing.empty())
+    throw UnsupportedError("attention: the subgroup-matrix kernels were forced, but " + missing);
+  return missing.empty();
+}
+
+wgtrain::detail::KernelDefs sm_defs(int64_t hd) {
+  return {{"BN", std::to_string(attention_sm_tile(hd))}, {"HD", std::to_string(hd)}, {"VEC4", "true"}};
+}
+
 AttentionParams params_of(const Dims& d, int64_t blocks, const Tensor& q, const Tensor& k, const Tensor& v,
                           double scale) {
   AttentionParams p{};
@@ -244,11 +293,21 @@ Attention attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, 
   a.out = new_tensor(dev, {d.B, d.T, d.H * d.hd}, DType::F32);
   a.lse = new_tensor(dev, {d.B, d.H, d.T}, DType::F32);
   if (d.B == 0 || d.T == 0 || d.H == 0) return a;
+  const bool vec4 = d.hd % 4 == 0 && vec4_view(q) && vec4_view(k) && vec4_view(v);
+  const std::string vec4_s = vec4 ? "true" : "false";
+  if (use_sm(dev, d.hd, vec4)) {
+    const int64_t blocks = (d.T + kRows - 1) / kRows;
+    AttentionParams p = params_of(d, blocks, q, k, v, scale);
+    const auto [gx, gy] = dev.grid(static_cast<uint64_t>(d.B * d.H * blocks));
+    dev.dispatch({op, &dev.pipeline("attention/forward_sm", sm_defs(d.hd)), &p, sizeof p,
+                  {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {a.out.storage()->buffer},
+                   {a.lse.storage()->buffer}},
+                  gx, gy, 1});
+    return a;
+  }
   const AttentionTiling* tiled = attention_choice(dev, AttentionKernel::Forward, d.hd);
   const int64_t hd4 = (d.hd + 3) / 4, rows = tiled ? tiled->rows : kRows, blocks = (d.T + rows - 1) / rows;
   AttentionParams p = params_of(d, blocks, q, k, v, scale);
-  const bool vec4 = d.hd % 4 == 0 && vec4_view(q) && vec4_view(k) && vec4_view(v);
-  const std::string vec4_s = vec4 ? "true" : "false";
   const auto& pipe = tiled ? dev.pipeline("attention/forward_tiled", {{"BM", std::to_string(tiled->rows)},
                                                                       {"BN", std::to_string(tiled->tile)},
                                                                       {"HD4", std::to_string(hd4)},
@@ -303,6 +362,33 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
   const bool vec4 = d.hd % 4 == 0 && vec4_view(q) && vec4_view(k) && vec4_view(v) && vec4_view(g) &&
                     o.offset() % 4 == 0;
   const std::string hd4_s = std::to_string(hd4), vec4_s = vec4 ? "true" : "false";
+  if (use_sm(dev, d.hd, vec4)) {
+    // D and max |dO| (its bits in the last element, maxed atomically into a zero), then dq, then dK and dV.
+    const Tensor delta = new_tensor(dev, {d.B * d.H * d.T + 1}, DType::F32);
+    fill_(delta, 0.0);
+    AttentionParams p = params_of(d, (d.T + kRows - 1) / kRows, q, k, v, scale);
+    fill_view(p.g, g);
+    const auto [dx, dy] = dev.grid(static_cast<uint64_t>((d.B * d.T * d.H + 63) / 64));
+    dev.dispatch({"attention_backward (D)",
+                  &dev.pipeline("attention/backward_delta", {{"AMAX", "true"}, {"HD4", hd4_s}, {"VEC4", "true"}}), &p,
+                  sizeof p, {{g.storage()->buffer}, {o.storage()->buffer}, {delta.storage()->buffer}}, dx, dy, 1});
+    const auto [qx, qy] = dev.grid(static_cast<uint64_t>(d.B * d.H * p.blocks));
+    if (attention_backward_parts & kBackwardDq)
+      dev.dispatch({"attention_backward (dq)", &dev.pipeline("attention/backward_dq_sm", sm_defs(d.hd)), &p, sizeof p,
+                    {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
+                     {lse.storage()->buffer}, {delta.storage()->buffer}, {r.dq.storage()->buffer}},
+                    qx, qy, 1});
+    p.blocks = u32((d.L + kRows - 1) / kRows, "blocks");
+    const auto [kx, ky] = dev.grid(static_cast<uint64_t>(d.B * d.KV * p.blocks));
+    if (attention_backward_parts & kBackwardDkv)
+      dev.dispatch({"attention_backward (dk, dv)", &dev.pipeline("attention/backward_dkv_sm", sm_defs(d.hd)), &p,
+                    sizeof p,
+                    {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
+                     {lse.storage()->buffer}, {delta.storage()->buffer}, {r.dk.storage()->buffer},
+                     {r.dv.storage()->buffer}},
+                    kx, ky, 1});
+    return r;
+  }
   const Tensor delta = new_tensor(dev, {d.B, d.H, d.T}, DType::F32);
 
   const AttentionTiling* dq_tiled = attention_choice(dev, AttentionKernel::BackwardDq, d.hd);
@@ -331,7 +417,7 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
   Tensor ds_scratch;
   if (ds) {  // D alone first (the dK/dV kernel reads it); dq after dK/dV, below
     ds_scratch = new_tensor(dev, {d.B, d.H, d.L, d.T}, DType::F32);
-    const auto& pipe = dev.pipeline("attention/backward_delta", {{"HD4", hd4_s}, {"VEC4", vec4_s}});
+    const auto& pipe = dev.pipeline("attention/backward_delta", {{"AMAX", "false"}, {"HD4", hd4_s}, {"VEC4", vec4_s}});
     const auto [dx, dy] = dev.grid(static_cast<uint64_t>((d.B * d.T * d.H + 63) / 64));
     if (attention_backward_parts & kBackwardDq)
       dev.dispatch({"attention_backward (D)", &pipe, &p, sizeof p,

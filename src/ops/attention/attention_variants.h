@@ -37,9 +37,25 @@ int64_t attention_tiled_storage(AttentionKernel kernel, const AttentionTiling& t
 int64_t attention_dq_ds_storage(int64_t hd4);
 
 // For tests and the benchmark: kTableChoice (the default) picks as the op does; kRowKernels forces the row kernels;
-// i >= 0 forces entry i of each kernel's table (an error if it does not fit the device or the shape).
-constexpr int kTableChoice = -2, kRowKernels = -1;
+// i >= 0 forces entry i of each kernel's table (an error if it does not fit the device or the shape);
+// kSubgroupMatrix forces the subgroup-matrix kernels (an UnsupportedError saying why where they cannot run).
+constexpr int kSubgroupMatrix = -3, kTableChoice = -2, kRowKernels = -1;
 extern int attention_force;
+
+// The subgroup-matrix kernels (forward_sm.wgsl, backward_dq_sm.wgsl, backward_dkv_sm.wgsl; f16 products with f32
+// accumulation, mixed precision) run unforced wherever the device runs its GEMMs in mixed precision (gemm_sm_missing
+// is empty), head_dim is a multiple of 16 up to 128, q, k, v (and dO) are vec4 views and the tiles fit the device's
+// workgroup storage. Why they cannot run here, or "" where they can.
+std::string attention_sm_missing(const wgtrain::detail::DeviceImpl& dev, int64_t hd, bool vec4);
+// Rows of a subgroup-matrix tile at this head dim: 64 up to hd 64, 32 past it (32 where emulated).
+int64_t attention_sm_tile(int64_t hd);
+// Bytes of workgroup storage the subgroup-matrix kernel needs (f16 tiles; twice their size where emulated).
+int64_t attention_sm_storage(AttentionKernel kernel, int64_t hd);
+// For the tests: lets the subgroup-matrix kernels run on a device without subgroup matrices, where the test has put
+// their texts with the subgroup-matrix builtins written out in plain WGSL (f16 taken as f32, rounded to f16 where
+// the kernels convert) into WGTRAIN_KERNEL_OVERRIDES. Not for anything else: without those texts the kernels do not
+// compile there.
+extern bool attention_sm_emulated;
 
 // For the benchmark: which of attention_backward's dispatches run (kBackwardDq: dQ and D; kBackwardDkv: dK and dV,
 // reading whatever D holds), to time each kernel alone. Both (the default) for anything that uses the results.

@@ -1,0 +1,34 @@
+// Shared by the subgroup-matrix attention kernels (included as attention/sm_tiles): their tile geometry and the f16
+// staging of rows. A workgroup is 4 subgroups of 32 lanes owning 16 of its BM = 64 own rows each (queries, or keys
+// in dK/dV); tiles of BN rows of the other side stream through two f16 workgroup tiles, xs and ys ([row][d], BN *
+// KS halves each, declared by the includer, as are HD and BN). A subgroup's results pass through its 16 rows of the
+// f32 scratch (SS floats a row) where the lanes, two a row (lane / 2, half lane % 2), take them elementwise.
+
+const HD4: u32 = HD / 4u;
+const HF: u32 = HD / 16u;            // 16-wide fragments across a head row
+const BM: u32 = 64u;                 // own rows a workgroup, 16 a subgroup
+const KF: u32 = BN / 16u;            // 16-row fragments of a tile
+const KS: u32 = HD + 8u;             // halves a staged row (8 of padding against bank conflicts)
+const PS: u32 = BN + 8u;             // halves a row of P or dS
+// Head-row columns per pass through the scratch: the whole row up to hd 64, else the largest of 64, 48, 16
+// dividing it.
+const OC: u32 = select(select(select(16u, 48u, HD % 48u == 0u), 64u, HD % 64u == 0u), HD, HD <= 64u);
+const SS: u32 = max(BN, OC) + 4u;    // floats a scratch row
+const HB: u32 = BN / 2u;             // the elements of a scratch row's tile part a lane takes
+const HO: u32 = OC / 2u;             // the head-row columns of a pass a lane takes
+
+// Four elements of a staged row, as f16.
+fn stage_x(s: u32, x: vec4<f32>) {
+  let h = vec4<f16>(x);
+  xs[s] = h.x;
+  xs[s + 1u] = h.y;
+  xs[s + 2u] = h.z;
+  xs[s + 3u] = h.w;
+}
+fn stage_y(s: u32, x: vec4<f32>) {
+  let h = vec4<f16>(x);
+  ys[s] = h.x;
+  ys[s + 1u] = h.y;
+  ys[s + 2u] = h.z;
+  ys[s + 3u] = h.w;
+}
