@@ -532,13 +532,24 @@ int run_bench(const BenchOptions& opt) {
         od::attention_tilings(kernel, &n);
         entries = std::max(entries, n);
       }
-      std::vector<int> forces = {od::kTableChoice, od::kRowKernels};
-      for (int i = 0; i < entries; ++i) forces.push_back(i);
+      // WGTRAIN_FORCE_ATTENTION=<n>[,...] times only those (-3 the subgroup-matrix kernels, -2 the table's choice,
+      // -1 the row kernels, 0.. an entry).
+      bool forced = false;
+      std::vector<int> forces = env_forces("WGTRAIN_FORCE_ATTENTION", od::kTableChoice, &forced);
+      if (!forced) {
+        forces = {od::kTableChoice, od::kRowKernels};
+        for (int i = 0; i < entries; ++i) forces.push_back(i);
+      }
       for (int force : forces) {
         od::attention_force = force;
+        // The table's choice is the subgroup-matrix kernels where they can run (--precision mixed on a device with
+        // the feature): their S, dP and dq products are all in the dq kernel.
+        const bool sm = force == od::kSubgroupMatrix ||
+                        (force == od::kTableChoice && od::attention_sm_missing(dev.impl(), hd, true).empty());
         std::string tag;
         try {
-          tag = force == od::kRowKernels ? " (rows)"
+          tag = sm ? " (subgroup-matrix BN" + std::to_string(od::attention_sm_tile(hd)) + ")"
+                : force == od::kRowKernels ? " (rows)"
                                          : std::string(force == od::kTableChoice ? " (choice " : " (entry ") +
                                                tiling(od::AttentionKernel::Forward) + ", " +
                                                (dkv_writes_ds() ? std::string("dq from dS")
@@ -557,7 +568,7 @@ int run_bench(const BenchOptions& opt) {
                                     [&] { ops::attention_backward(dout, qt, kt, vt, a, scale); }));
           // Each backward kernel alone, counting the products it computes: dQ's 3 (s, dp, dq; 1 from dS, with
           // the D pass), dK/dV's 4 (and the dS writes for an s entry).
-          const double dq_flops = dkv_writes_ds() ? flops / 6 : flops / 2;
+          const double dq_flops = !sm && dkv_writes_ds() ? flops / 6 : flops / 2;
           for (int part : {od::kBackwardDq, od::kBackwardDkv}) {
             od::attention_backward_parts = part;
             const bool dq = part == od::kBackwardDq;
