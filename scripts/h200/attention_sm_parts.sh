@@ -27,17 +27,22 @@ variants = {
     "f_nopv": {"forward_sm": src["forward_sm"].replace(
         "acc = subgroupMatrixMultiplyAccumulate(pf[kk], vf, acc);", "")},
 }
+# Candidate kernels staged by hand (git-ignored, carried): .carry/cand/<kernel>_<name>.wgsl
+for f in sorted(os.listdir(".carry/cand")) if os.path.isdir(".carry/cand") else []:
+    kernel = next(k for k in src if f.startswith(k + "_"))
+    variants[f[len(kernel) + 1:-5]] = {kernel: open(f".carry/cand/{f}").read()}
 for name, files in variants.items():
     os.makedirs(f"{root}/{name}")
     for k, s in files.items():
         open(f"{root}/{name}/attention.{k}.wgsl", "w").write(s)
 PY
-for v in base noload nomma noexp f_nos f_nopv; do
+names=$(ls "$ov")
+for v in $names; do
   WGTRAIN_KERNEL_OVERRIDES="$ov/$v" WGTRAIN_FORCE_ATTENTION=-3 timeout 60 .carry/wgtrain bench --precision mixed \
     --only attention 2>&1 | grep -v "^Warning\|^    at" > "$d/$v.log"
 done
 tar czf "$out/parts.tar.gz" -C "$out" parts
-for v in base noload nomma noexp f_nos f_nopv; do
+for v in $names; do
   printf "%-8s" "$v"; grep -E "^attention (fwd|bwd dq|bwd dkv) \(sub" "$d/$v.log" | awk '{printf "  %s %s", $3, $(NF-3)}'
   grep -m1 -iE "error|failed" "$d/$v.log"; echo
 done
