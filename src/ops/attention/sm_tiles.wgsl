@@ -14,6 +14,7 @@ const PS: u32 = BN + 8u;             // halves a row of P or dS
 // dividing it.
 const OC: u32 = select(select(select(16u, 48u, HD % 48u == 0u), 64u, HD % 64u == 0u), HD, HD <= 64u);
 const SS: u32 = max(BN, OC) + 4u;    // floats a scratch row
+const NL: u32 = BN * HD4 / 128u;     // the vec4s of a tile a lane loads (BN HD / 4 is a multiple of 128)
 const HB: u32 = BN / 2u;             // the elements of a scratch row's tile part a lane takes
 const HO: u32 = OC / 2u;             // the head-row columns of a pass a lane takes
 
