@@ -5,6 +5,8 @@
 //   S^T = K Q^T (through the subgroup's scratch rows); per lane p = exp(s - lse) (causal mask) into the subgroup's
 //   f16 rows of P^T, kept in registers too; dV += P^T dO; dP^T = V dO^T (through the scratch); ds = p (dp - D)
 //   into the same f16 rows; dK += dS^T Q.
+// The (head, query tile) pairs run as one sequence, the next pair's tiles loaded into registers during the current
+// one's products (sm_tiles's prefetch; H200, the step's shape: 0.58 ms a layer without it).
 // dk = 2^e dK, dv = 2^e dV (the scale is already in the staged q), written [B, L, KV, hd] (dense). 2^e as
 // backward_dq_sm.wgsl takes it. Needs what forward_sm.wgsl needs.
 //
@@ -38,6 +40,32 @@ var<workgroup> ps: array<f16, BM * PS>;   // P^T, then dS^T, each subgroup's 16 
 var<workgroup> ss: array<f32, BM * SS>;   // each subgroup's 16 rows of S^T, then of dP^T, then of a dk / dv chunk
 var<workgroup> ls: array<f32, BN>;        // the tile's lse
 var<workgroup> ds: array<f32, BN>;        // the tile's D times 2^-e
+
+// The prefetch of a query tile: the BN queries from t0 of query head h (q scaled, dO times `down`, queries past T as
+// zeros) into lane li's registers, and for lanes li < BN query t0 + li's lse and D times `down` (the last query's past
+// T: masked anyway).
+fn fetch_qg(li: u32, b: u32, h: u32, t0: u32, down: f32, qn: ptr<function, array<vec4<f16>, NL>>,
+            gn: ptr<function, array<vec4<f16>, NL>>, ln: ptr<function, f32>, dn: ptr<function, f32>) {
+  let qb = p.q_off + b * p.q_sb + h * p.q_sh;
+  let gb = p.g_off + b * p.g_sb + h * p.g_sh;
+  for (var n = 0u; n < NL; n = n + 1u) {
+    let i = li + 128u * n;
+    let t = t0 + i / HD4;
+    var qx = vec4<f32>(0.0);
+    var gx = vec4<f32>(0.0);
+    if (t < p.time) {
+      qx = load_q(qb + t * p.q_st, i % HD4) * p.scale;
+      gx = gbuf[(gb + t * p.g_st) / 4u + i % HD4] * down;
+    }
+    (*qn)[n] = vec4<f16>(qx);
+    (*gn)[n] = vec4<f16>(gx);
+  }
+  if (li < BN) {
+    let rt = (b * p.heads + h) * p.time + min(t0 + li, p.time - 1u);
+    *ln = lse[rt];
+    *dn = delta[rt] * down;
+  }
+}
 
 @compute @workgroup_size(128)
 fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3u,
@@ -99,82 +127,76 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   let group = p.heads / p.kv_heads;
   // The first query that sees the block's first key: query t sees keys 0 ..= offset + t.
   let first = select(0u, j0 - p.offset, j0 > p.offset);
-  for (var hi = 0u; hi < group; hi = hi + 1u) {
-    let h = g * group + hi;
-    let qb = p.q_off + b * p.q_sb + h * p.q_sh;
-    let gb = p.g_off + b * p.g_sb + h * p.g_sh;
-    let rb = (b * p.heads + h) * p.time;
-    for (var t0 = first; t0 < p.time; t0 = t0 + BN) {
-      workgroupBarrier();  // the previous tile's Q, dO and dS^T are no longer read
-      for (var i = li; i < BN * HD4; i = i + 128u) {
-        let t = t0 + i / HD4;
-        var qx = vec4<f32>(0.0);
-        var gx = vec4<f32>(0.0);
-        if (t < p.time) {
-          qx = load_q(qb + t * p.q_st, i % HD4) * p.scale;
-          gx = gbuf[(gb + t * p.g_st) / 4u + i % HD4] * down;
-        }
-        let s = (i / HD4) * KS + 4u * (i % HD4);
-        stage_x(s, qx);
-        stage_y(s, gx);
-      }
-      for (var i = li; i < BN; i = i + 128u) {
-        let t = min(t0 + i, p.time - 1u);
-        ls[i] = lse[rb + t];
-        ds[i] = delta[rb + t] * down;
-      }
-      workgroupBarrier();
-      // S^T = K Q^T (Q^T's fragments column-major from the [query][d] tile).
-      for (var n = 0u; n < KF; n = n + 1u) {
-        var acc = subgroup_matrix_result<f32, 16, 16>();
-        for (var j = 0u; j < HF; j = j + 1u) {
-          let qt = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&xs, 16u * n * KS + 16u * j, true, KS);
-          acc = subgroupMatrixMultiplyAccumulate(kf[j], qt, acc);
-        }
-        subgroupMatrixStore(&ss, fs + 16u * n, acc, false, SS);
-      }
-      workgroupBarrier();
-      for (var i = 0u; i < HB; i = i + 1u) {
-        let t = t0 + half * HB + i;
-        let e = select(0.0, exp(ss[srow + i] - ls[half * HB + i]), t < p.time && key <= p.offset + t);
-        pr[i] = e;
-        ps[r * PS + half * HB + i] = f16(e);
-      }
-      workgroupBarrier();
-      // dV += P^T dO.
-      var pf: array<subgroup_matrix_left<f16, 16, 16>, KF>;
-      for (var kk = 0u; kk < KF; kk = kk + 1u) {
-        pf[kk] = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ps, 16u * sg * PS + 16u * kk, false, PS);
-      }
+  // The tiles, query head by query head (hi) and BN queries at a time (t0), as one sequence so that the next tile's
+  // Q and dO (and lse and D, a lane each) are in registers during the current one's products (sm_tiles's prefetch).
+  let tiles = select(0u, (p.time - first + BN - 1u) / BN, first < p.time);
+  var qn: array<vec4<f16>, NL>;
+  var gn: array<vec4<f16>, NL>;
+  var ln = 0.0;
+  var dn = 0.0;
+  fetch_qg(li, b, g * group, first, down, &qn, &gn, &ln, &dn);
+  for (var it = 0u; it < group * tiles; it = it + 1u) {
+    let t0 = first + (it % tiles) * BN;
+    workgroupBarrier();  // the previous tile's Q, dO and dS^T are no longer read
+    stage_regs(li, &qn, &gn);
+    if (li < BN) {
+      ls[li] = ln;
+      ds[li] = dn;
+    }
+    workgroupBarrier();
+    if (it + 1u < group * tiles) {
+      fetch_qg(li, b, g * group + (it + 1u) / tiles, first + ((it + 1u) % tiles) * BN, down, &qn, &gn, &ln, &dn);
+    }
+    // S^T = K Q^T (Q^T's fragments column-major from the [query][d] tile).
+    for (var n = 0u; n < KF; n = n + 1u) {
+      var acc = subgroup_matrix_result<f32, 16, 16>();
       for (var j = 0u; j < HF; j = j + 1u) {
-        for (var kk = 0u; kk < KF; kk = kk + 1u) {
-          let gt = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ys, 16u * kk * KS + 16u * j, false, KS);
-          dvf[j] = subgroupMatrixMultiplyAccumulate(pf[kk], gt, dvf[j]);
-        }
+        let qt = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&xs, 16u * n * KS + 16u * j, true, KS);
+        acc = subgroupMatrixMultiplyAccumulate(kf[j], qt, acc);
       }
-      // dP^T = V dO^T.
-      for (var n = 0u; n < KF; n = n + 1u) {
-        var acc = subgroup_matrix_result<f32, 16, 16>();
-        for (var j = 0u; j < HF; j = j + 1u) {
-          let gt = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ys, 16u * n * KS + 16u * j, true, KS);
-          acc = subgroupMatrixMultiplyAccumulate(vf[j], gt, acc);
-        }
-        subgroupMatrixStore(&ss, fs + 16u * n, acc, false, SS);
-      }
-      workgroupBarrier();  // dP^T is stored; P^T is read (its rows take dS^T)
-      for (var i = 0u; i < HB; i = i + 1u) {
-        ps[r * PS + half * HB + i] = f16(pr[i] * (ss[srow + i] - ds[half * HB + i]));
-      }
-      workgroupBarrier();
-      // dK += dS^T Q.
+      subgroupMatrixStore(&ss, fs + 16u * n, acc, false, SS);
+    }
+    workgroupBarrier();
+    for (var i = 0u; i < HB; i = i + 1u) {
+      let t = t0 + half * HB + i;
+      let e = select(0.0, exp(ss[srow + i] - ls[half * HB + i]), t < p.time && key <= p.offset + t);
+      pr[i] = e;
+      ps[r * PS + half * HB + i] = f16(e);
+    }
+    workgroupBarrier();
+    // dV += P^T dO.
+    var pf: array<subgroup_matrix_left<f16, 16, 16>, KF>;
+    for (var kk = 0u; kk < KF; kk = kk + 1u) {
+      pf[kk] = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ps, 16u * sg * PS + 16u * kk, false, PS);
+    }
+    for (var j = 0u; j < HF; j = j + 1u) {
       for (var kk = 0u; kk < KF; kk = kk + 1u) {
-        pf[kk] = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ps, 16u * sg * PS + 16u * kk, false, PS);
+        let gt = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ys, 16u * kk * KS + 16u * j, false, KS);
+        dvf[j] = subgroupMatrixMultiplyAccumulate(pf[kk], gt, dvf[j]);
       }
+    }
+    // dP^T = V dO^T.
+    for (var n = 0u; n < KF; n = n + 1u) {
+      var acc = subgroup_matrix_result<f32, 16, 16>();
       for (var j = 0u; j < HF; j = j + 1u) {
-        for (var kk = 0u; kk < KF; kk = kk + 1u) {
-          let qt = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&xs, 16u * kk * KS + 16u * j, false, KS);
-          dkf[j] = subgroupMatrixMultiplyAccumulate(pf[kk], qt, dkf[j]);
-        }
+        let gt = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ys, 16u * n * KS + 16u * j, true, KS);
+        acc = subgroupMatrixMultiplyAccumulate(vf[j], gt, acc);
+      }
+      subgroupMatrixStore(&ss, fs + 16u * n, acc, false, SS);
+    }
+    workgroupBarrier();  // dP^T is stored; P^T is read (its rows take dS^T)
+    for (var i = 0u; i < HB; i = i + 1u) {
+      ps[r * PS + half * HB + i] = f16(pr[i] * (ss[srow + i] - ds[half * HB + i]));
+    }
+    workgroupBarrier();
+    // dK += dS^T Q.
+    for (var kk = 0u; kk < KF; kk = kk + 1u) {
+      pf[kk] = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ps, 16u * sg * PS + 16u * kk, false, PS);
+    }
+    for (var j = 0u; j < HF; j = j + 1u) {
+      for (var kk = 0u; kk < KF; kk = kk + 1u) {
+        let qt = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&xs, 16u * kk * KS + 16u * j, false, KS);
+        dkf[j] = subgroupMatrixMultiplyAccumulate(pf[kk], qt, dkf[j]);
       }
     }
   }

@@ -89,44 +89,16 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   let vb = p.v_off + b * p.v_sb + g * p.v_sh;
   let srow = r * SS;
   let fs = 16u * sg * SS;  // the subgroup's first scratch row
-  // The key and value tile in registers (f16) one tile ahead: its loads are in flight during the products (without
-  // this, 0.41 ms at the step's shape instead of 0.27: the products waited on the loads).
+  // The key and value tile in registers one tile ahead (sm_tiles's prefetch).
   var kn: array<vec4<f16>, NL>;
   var vn: array<vec4<f16>, NL>;
-  for (var n = 0u; n < NL; n = n + 1u) {
-    let i = li + 128u * n;
-    let key = i / HD4;
-    var kx = vec4<f32>(0.0);
-    var vx = vec4<f32>(0.0);
-    if (key < p.keys) {
-      kx = load_k(kb + key * p.k_st, i % HD4);
-      vx = load_v(vb + key * p.v_st, i % HD4);
-    }
-    kn[n] = vec4<f16>(kx);
-    vn[n] = vec4<f16>(vx);
-  }
+  fetch_kv(li, 0u, kb, vb, &kn, &vn);
   for (var k0 = 0u; k0 < seen; k0 = k0 + BN) {
     workgroupBarrier();  // the previous tile's K, V and P are no longer read
-    for (var n = 0u; n < NL; n = n + 1u) {
-      let i = li + 128u * n;
-      let s = (i / HD4) * KS + 4u * (i % HD4);
-      xs[s] = kn[n].x; xs[s + 1u] = kn[n].y; xs[s + 2u] = kn[n].z; xs[s + 3u] = kn[n].w;
-      ys[s] = vn[n].x; ys[s + 1u] = vn[n].y; ys[s + 2u] = vn[n].z; ys[s + 3u] = vn[n].w;
-    }
+    stage_regs(li, &kn, &vn);
     workgroupBarrier();
     if (k0 + BN < seen) {  // the next tile's loads in flight during this one's products
-      for (var n = 0u; n < NL; n = n + 1u) {
-        let i = li + 128u * n;
-        let key = k0 + BN + i / HD4;
-        var kx = vec4<f32>(0.0);
-        var vx = vec4<f32>(0.0);
-        if (key < p.keys) {
-          kx = load_k(kb + key * p.k_st, i % HD4);
-          vx = load_v(vb + key * p.v_st, i % HD4);
-        }
-        kn[n] = vec4<f16>(kx);
-        vn[n] = vec4<f16>(vx);
-      }
+      fetch_kv(li, k0 + BN, kb, vb, &kn, &vn);
     }
     // 1. S = Q K^T. K^T's fragment (d, key) is ks[key KS + d]: column-major from the [key][d] tile.
     for (var n = 0u; n < KF; n = n + 1u) {

@@ -33,3 +33,36 @@ fn stage_y(s: u32, x: vec4<f32>) {
   ys[s + 2u] = h.z;
   ys[s + 3u] = h.w;
 }
+
+// The prefetch of the streamed tiles: each lane holds NL vec4s of the next tile in registers (f16) while the
+// current one's products run, and stores them into xs and ys after the barrier that frees them. Without it the
+// kernels wait on the loads between barriers (forward 0.41 ms against 0.27 at the step's shape on the H200).
+// Lane li's vec4 n is element (li + 128 n) of the tile: row (li + 128 n) / HD4, vec4 column (li + 128 n) % HD4.
+fn stage_regs(li: u32, x: ptr<function, array<vec4<f16>, NL>>, y: ptr<function, array<vec4<f16>, NL>>) {
+  for (var n = 0u; n < NL; n = n + 1u) {
+    let i = li + 128u * n;
+    let s = (i / HD4) * KS + 4u * (i % HD4);
+    let a = (*x)[n];
+    let b = (*y)[n];
+    xs[s] = a.x; xs[s + 1u] = a.y; xs[s + 2u] = a.z; xs[s + 3u] = a.w;
+    ys[s] = b.x; ys[s + 1u] = b.y; ys[s + 2u] = b.z; ys[s + 3u] = b.w;
+  }
+}
+
+// The forward's and dQ's prefetch: the BN keys and values from key k0 of the rows starting at elements kb and vb
+// (attention/params's loads; keys past L as zeros).
+fn fetch_kv(li: u32, k0: u32, kb: u32, vb: u32, kn: ptr<function, array<vec4<f16>, NL>>,
+            vn: ptr<function, array<vec4<f16>, NL>>) {
+  for (var n = 0u; n < NL; n = n + 1u) {
+    let i = li + 128u * n;
+    let key = k0 + i / HD4;
+    var kx = vec4<f32>(0.0);
+    var vx = vec4<f32>(0.0);
+    if (key < p.keys) {
+      kx = load_k(kb + key * p.k_st, i % HD4);
+      vx = load_v(vb + key * p.v_st, i % HD4);
+    }
+    (*kn)[n] = vec4<f16>(kx);
+    (*vn)[n] = vec4<f16>(vx);
+  }
+}
