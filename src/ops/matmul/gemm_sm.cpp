@@ -60,7 +60,10 @@ void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle 
                   static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
     return;
   }
-  const auto& pipe = dev.pipeline("matmul/sm_absmax", {});
+  const bool v4 = sr == 1 && rows % 4 == 0 && off % 4 == 0 && sl % 4 == 0 && (batch == 1 || sb % 4 == 0);
+  static const wgtrain::detail::KernelDefs tile_variants[2] = {{{"V4", "false"}, {"X_TYPE", "f32"}},
+                                                               {{"V4", "true"}, {"X_TYPE", "vec4<f32>"}}};
+  const auto& pipe = dev.pipeline("matmul/sm_absmax", tile_variants[v4 ? 1 : 0]);
   const int64_t gx = (len + 255) / 256, gy = (rows + 63) / 64;
   if (gx > maxd || gy > maxd) throw beyond();
   dev.dispatch({"mixed absmax (tiles)", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},

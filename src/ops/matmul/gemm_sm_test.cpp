@@ -233,13 +233,14 @@ INSTANTIATE_TEST_SUITE_P(Awkward, MixedQ4,
 // ---- everywhere (llvmpipe included) ---------------------------------------------------------------------------------
 
 // The absmax passes: whole rows (sm_row_absmax.wgsl, rows along len, vec4 or not) and tiles combined atomically
-// (sm_absmax.wgsl, transposed views), rows and lengths around their tiles (8 rows of 32 threads; 64 x 256), zero rows,
+// (sm_absmax.wgsl, transposed views, vec4s of rows where R is a multiple of 4: 300, 68), rows and lengths around their
+// tiles (8 rows of 32 threads; 64 x 256), zero rows,
 // rows far from 1, a row holding an infinity: exactly the largest magnitude. (Not a NaN: WGSL's max leaves it to
 // the GPU whether a NaN wins; the GEMM's products carry it either way.)
 TEST(MixedAbsmax, RowMaximaAreExact) {
   for (const auto& [B, R, L] : {std::make_tuple(1, 1, 1), std::make_tuple(2, 17, 300), std::make_tuple(1, 65, 65),
                                 std::make_tuple(3, 100, 257), std::make_tuple(1, 300, 7),
-                                std::make_tuple(2, 9, 1728)}) {
+                                std::make_tuple(2, 9, 1728), std::make_tuple(2, 68, 530)}) {
     SCOPED_TRACE(std::to_string(B) + "x" + std::to_string(R) + "x" + std::to_string(L));
     auto x = random_host({B, R, L});
     for (int64_t r = 0; r < B * R; ++r)
