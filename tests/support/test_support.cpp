@@ -1,6 +1,7 @@
 #include "support/test_support.h"
 
 #include "support/backends.h"
+#include "wgtrain/precision.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -31,6 +32,16 @@ Device& native_device() {
     native_coopmat_offered() = d->impl().features.cooperative_matrix;
     d->impl().features.cooperative_matrix = false;
     return d;
+  }();
+  return *dev;
+}
+
+Device& mixed_device() {
+  static Device* dev = [] {
+    DeviceOptions o;
+    o.poison = true;
+    precision_options(o, Precision::Mixed);
+    return new Device(Device::open(o));
   }();
   return *dev;
 }

@@ -21,6 +21,9 @@ Device& device();
 // switches them on.
 Device& native_device();
 bool& native_coopmat_offered();
+// The device the mixed-precision tests share: opened for --precision mixed (Dawn's subgroup matrices and their
+// toggles where offered), poison on, never destroyed.
+Device& mixed_device();
 
 // Inputs are fresh on every run; WGTRAIN_TEST_SEED=<n> replays one. The seed is in every comparison failure.
 uint64_t seed();

@@ -150,16 +150,7 @@ class Emulation {
   fs::path dir_;
 };
 
-// A device opened for mixed precision, poisoned (as gemm_sm_test.cpp's); never destroyed.
-Device& mixed_device() {
-  static Device* dev = [] {
-    DeviceOptions o;
-    o.poison = true;
-    precision_options(o, Precision::Mixed);
-    return new Device(Device::open(o));
-  }();
-  return *dev;
-}
+using test::mixed_device;
 
 struct Case {
   int64_t B, T, L, H, KV, hd;

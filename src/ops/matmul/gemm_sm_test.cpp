@@ -25,17 +25,7 @@ namespace {
 
 using test::random_host;
 
-// A device opened for mixed precision (subgroup matrices where offered), poisoned; never destroyed (as
-// test::device(), for llvmpipe's exit handlers).
-Device& mixed_device() {
-  static Device* dev = [] {
-    DeviceOptions o;
-    o.poison = true;
-    precision_options(o, Precision::Mixed);
-    return new Device(Device::open(o));
-  }();
-  return *dev;
-}
+using test::mixed_device;
 
 #define SKIP_WITHOUT_MIXED()                                                                             \
   do {                                                                                                   \
