@@ -101,6 +101,9 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   DeviceFeatures features;
   // Split-K GEMMs: 0 where the shape calls for it (never on a CPU rasteriser), 1 wherever possible (tests), -1 never.
   int split_k = 0;
+  // Tests: the GEMMs run gemm_sm.wgsl though the device lacks subgroup matrices, its text emulated in plain WGSL
+  // (tests/support/sm_emulation.h, through the kernel overrides).
+  bool gemm_sm_emulated = false;
 
   explicit DeviceImpl(std::unique_ptr<GpuBackend> b);
   ~DeviceImpl();

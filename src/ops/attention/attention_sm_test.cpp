@@ -1,13 +1,10 @@
 // The subgroup-matrix attention kernels (forward_sm.wgsl, backward_dq_sm.wgsl, backward_dkv_sm.wgsl: mixed
 // precision) against the float64 reference, two ways:
 // - on the matrix units, where the device has them (the H200; skipped, saying why, elsewhere), at hd 16 to 128;
-// - everywhere, emulated: the kernels' own texts with each subgroup-matrix builtin written out in plain WGSL (a
-//   fragment spread over its subgroup's lanes as on the hardware, products through workgroup memory; f16 taken as
-//   f32 and rounded to f16 wherever the kernels convert to it), handed to the runtime through
-//   WGTRAIN_KERNEL_OVERRIDES. That checks all of the kernels' indexing, staging, masking, softmax, scaling and
-//   barriers on llvmpipe; only the builtins' own behaviour (which gemm_sm's tests check on the H200) is the
-//   emulation's. Its tiles are f32, twice the size, so it runs BN = 32 and head dims up to 32 (llvmpipe's 32 KiB of
-//   workgroup storage). About 20 s, nearly all of it llvmpipe compiling the six kernels.
+// - everywhere, emulated (tests/support/sm_emulation.h): the kernels' own texts with each subgroup-matrix builtin
+//   written out in plain WGSL. That checks all of the kernels' indexing, staging, masking, softmax, scaling and
+//   barriers on llvmpipe. Its tiles are f32, twice the size, so it runs BN = 32 and head dims up to 32 (llvmpipe's
+//   32 KiB of workgroup storage). About 20 s, nearly all of it llvmpipe compiling the six kernels.
 // Outputs start poisoned (an unwritten element fails).
 // Tolerances: q, k, v and dO enter f16 (relative rounding 2^-11) and P and dS are rounded to f16 before their
 // products; sums are f32. An output is a sum of such products, so its error is a small multiple of 2^-11 times the
@@ -19,17 +16,13 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <regex>
-#include <set>
 #include <string>
-#include <unistd.h>
 
 #include "gpu/device_impl.h"
 #include "gpu/kernels.h"
 #include "ops/attention/attention_ref.h"
 #include "ops/attention/attention_variants.h"
+#include "support/sm_emulation.h"
 #include "support/test_support.h"
 #include "wgtrain/attention.h"
 #include "wgtrain/error.h"
@@ -38,116 +31,25 @@
 namespace wgtrain {
 namespace {
 
-namespace fs = std::filesystem;
 namespace od = ops::detail;
-
-// A kernel's text with the subgroup-matrix builtins written out (see the top of this file).
-std::string emulated(std::string s) {
-  s = std::regex_replace(s, std::regex(R"(//[^\n]*)"), "");  // comments speak of subgroups too
-  for (const char* e : {"enable f16;\n", "enable chromium_experimental_subgroup_matrix;\n",
-                        "enable chromium_disable_uniformity_analysis;\n"}) {
-    for (size_t at; (at = s.find(e)) != std::string::npos;) s.erase(at, std::string(e).size());
-  }
-  s = std::regex_replace(s, std::regex(R"(subgroup_matrix_(left|right)<f16, 16, 16>)"), "SMX");
-  s = std::regex_replace(s, std::regex(R"(subgroup_matrix_result<f32, 16, 16>)"), "SMX");
-  std::set<std::string> loaded, stored;
-  const std::regex load(R"(subgroupMatrixLoad<SMX>\(&(\w+), )"), store(R"(subgroupMatrixStore\(&(\w+), )");
-  for (std::sregex_iterator i(s.begin(), s.end(), load), end; i != end; ++i) loaded.insert((*i)[1]);
-  for (std::sregex_iterator i(s.begin(), s.end(), store), end; i != end; ++i) stored.insert((*i)[1]);
-  s = std::regex_replace(s, load, "smload_$1(");
-  s = std::regex_replace(s, store, "smstore_$1(");
-  s = std::regex_replace(s, std::regex(R"(subgroupMatrixMultiplyAccumulate\()"), "smmma(");
-  s = std::regex_replace(s, std::regex(R"(vec4<f16>\()"), "rf16v(");
-  s = std::regex_replace(s, std::regex(R"(\bf16\()"), "rf16(");
-  s = std::regex_replace(s, std::regex(R"(\bf16\b)"), "f32");
-  if (s.find("subgroup") != std::string::npos) throw Error("the emulation left a subgroup builtin in place");
-  if (loaded.empty() && stored.empty()) return s;  // an include without fragments
-  const size_t entry = s.find(") {\n", s.find("fn main("));
-  if (entry == std::string::npos) throw Error("the emulation found no entry point");
-  s.insert(entry + 4, "  sm_li = li;\n");
-  s += R"(
-// The emulation's builtins. A fragment is spread over its subgroup's 32 lanes as on the hardware: lane l holds row
-// l / 2, columns 8 (l % 2) to 8 (l % 2) + 7. A product passes its operands, 8 rows at a time, through the
-// subgroup's 128 floats of workgroup memory (the kernels call it in uniform control flow, so it may hold barriers). f16 is f32 rounded to
-// f16 wherever the kernels convert to it. (A whole fragment in every lane, with its dynamically indexed arrays,
-// took llvmpipe minutes to compile.)
-struct SMX { v: array<f32, 8> }
-var<private> sm_li: u32;
-var<workgroup> sm_x: array<f32, 512>;
-fn rf16(x: f32) -> f32 { return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }
-fn rf16v(x: vec4<f32>) -> vec4<f32> { return vec4<f32>(rf16(x.x), rf16(x.y), rf16(x.z), rf16(x.w)); }
-// The index of the lane's element e in a fragment at `off` of an array, row-major or column-major.
-fn sm_at(off: u32, cm: bool, stride: u32, e: u32) -> u32 {
-  let i = (sm_li % 32u) / 2u;
-  let j = 8u * (sm_li % 2u) + e;
-  return select(off + i * stride + j, off + j * stride + i, cm);
-}
-fn smmma(a: SMX, b: SMX, c: SMX) -> SMX {
-  let x = 128u * (sm_li / 32u);
-  let i = (sm_li % 32u) / 2u;
-  let j0 = 8u * (sm_li % 2u);
-  var row: array<f32, 16>;
-  var r = c;
-  for (var h = 0u; h < 2u; h = h + 1u) {  // rows 8 h to 8 h + 7 of a, then of b
-    workgroupBarrier();
-    if (i / 8u == h) {
-      for (var e = 0u; e < 8u; e = e + 1u) { sm_x[x + (i % 8u) * 16u + j0 + e] = a.v[e]; }
-    }
-    workgroupBarrier();
-    if (i / 8u == h) {
-      for (var k = 0u; k < 16u; k = k + 1u) { row[k] = sm_x[x + (i % 8u) * 16u + k]; }
-    }
-  }
-  for (var h = 0u; h < 2u; h = h + 1u) {
-    workgroupBarrier();
-    if (i / 8u == h) {
-      for (var e = 0u; e < 8u; e = e + 1u) { sm_x[x + (i % 8u) * 16u + j0 + e] = b.v[e]; }
-    }
-    workgroupBarrier();
-    for (var e = 0u; e < 8u; e = e + 1u) {
-      var acc = r.v[e];
-      for (var k = 0u; k < 8u; k = k + 1u) { acc = fma(row[8u * h + k], sm_x[x + k * 16u + j0 + e], acc); }
-      r.v[e] = acc;
-    }
-  }
-  return r;
-}
-)";
-  for (const std::string& a : loaded)
-    s += "fn smload_" + a + "(off: u32, cm: bool, stride: u32) -> SMX {\n  var r: SMX;\n"
-         "  for (var e = 0u; e < 8u; e = e + 1u) { r.v[e] = " + a + "[sm_at(off, cm, stride, e)]; }\n"
-         "  return r;\n}\n";
-  for (const std::string& a : stored)
-    s += "fn smstore_" + a + "(off: u32, x: SMX, cm: bool, stride: u32) {\n"
-         "  for (var e = 0u; e < 8u; e = e + 1u) { " + a + "[sm_at(off, cm, stride, e)] = x.v[e]; }\n}\n";
-  return s;
-}
 
 // For its scope: the subgroup-matrix kernels forced, emulated on the test device (their texts in an override
 // directory).
 class Emulation {
  public:
-  Emulation() : dir_(fs::temp_directory_path() / ("wgtrain-sm-emulation-" + std::to_string(::getpid()))) {
-    fs::create_directories(dir_);
-    for (const char* k : {"attention/forward_sm", "attention/backward_dq_sm", "attention/backward_dkv_sm",
-                          "attention/sm_tiles"}) {
-      std::string file = k;
-      file[file.find('/')] = '.';
-      std::ofstream(dir_ / (file + ".wgsl")) << emulated(std::string(wgtrain::detail::kernel_source(k)));
-    }
-    ::setenv(wgtrain::detail::kKernelOverridesEnv, dir_.c_str(), 1);
+  Emulation()
+      : kernels_({{"attention/forward_sm"}, {"attention/backward_dq_sm"}, {"attention/backward_dkv_sm"},
+                  {"attention/sm_tiles"}}) {
     od::attention_sm_emulated = true;
     od::attention_force = od::kSubgroupMatrix;
   }
   ~Emulation() {
     od::attention_force = od::kTableChoice;
     od::attention_sm_emulated = false;
-    ::unsetenv(wgtrain::detail::kKernelOverridesEnv);
-    fs::remove_all(dir_);
   }
 
  private:
-  fs::path dir_;
+  test::SmEmulation kernels_;
 };
 
 using test::mixed_device;

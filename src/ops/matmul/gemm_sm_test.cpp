@@ -1,6 +1,6 @@
 // Mixed precision (gemm_sm.wgsl on subgroup matrices; wgtrain/precision.h): the GEMMs against the float64
-// reference where the device can run them (skipped, saying why, where it cannot: llvmpipe), and everywhere the
-// absmax pass that scales the operands and the precision option's errors.
+// reference on the matrix units where the device has them and everywhere emulated (see Run below), and the absmax
+// pass that scales the operands and the precision option's errors.
 // Mixed tolerance, per output (see README.md): each scaled operand |x / 2^e| <= 1 is rounded to f16 with a relative
 // error <= 2^-11 (normal range) or an absolute one <= 2^-25 (f16 subnormals), so a product term is off by at most
 // 2^-10 |a b| + 2^-24 s_a s_b (s: the row's and column's powers of two), and the f32 sum adds K 2^-23 sum |a b|:
@@ -9,11 +9,13 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <tuple>
 
 #include "gpu/device_impl.h"
 #include "ops/matmul/gemm.h"
 #include "ops/q4gsw/q4gsw_ref.h"
+#include "support/sm_emulation.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
 #include "wgtrain/ops.h"
@@ -27,16 +29,71 @@ using test::random_host;
 
 using test::mixed_device;
 
-#define SKIP_WITHOUT_MIXED()                                                                             \
-  do {                                                                                                   \
-    const std::string missing = ops::detail::gemm_sm_missing(mixed_device().impl());                     \
-    if (!missing.empty()) GTEST_SKIP() << "no mixed precision here: " << mixed_device().info().name << " " \
-                                       << missing;                                                       \
+// The GEMM tests run twice: on the matrix units where the device has them (OnTheMatrixUnits; skipped, saying why,
+// elsewhere), and everywhere emulated (Emulated: gemm_sm.wgsl's own text with the subgroup-matrix builtins written
+// out in plain WGSL, tests/support/sm_emulation.h, on a device of its own that runs every GEMM through it). The
+// emulation rounds to f16 where the kernel does, so the same tolerance holds. About 3 minutes on llvmpipe uncached,
+// nearly all of it compiling the variants.
+enum class Run { OnTheMatrixUnits, Emulated };
+
+std::string run_name(Run r) { return r == Run::Emulated ? "Emulated" : "OnTheMatrixUnits"; }
+
+using MmShape = std::tuple<int64_t, int64_t, int64_t>;
+using Q4Shape = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+
+// "Emulated_65_33_129".
+template <class Shape>
+std::string run_and_shape_name(const ::testing::TestParamInfo<std::tuple<Run, Shape>>& i) {
+  std::string name = run_name(std::get<0>(i.param));
+  std::apply([&](auto... d) { ((name += "_" + std::to_string(d)), ...); }, std::get<1>(i.param));
+  return name;
+}
+
+Device& emulated_device() {
+  static Device* dev = [] {  // never destroyed, as test::device()
+    DeviceOptions o;
+    o.poison = true;
+    auto* d = new Device(Device::open(o));
+    d->impl().gemm_sm_emulated = true;
+    return d;
+  }();
+  return *dev;
+}
+
+Device* current = nullptr;  // the running test's device: mixed_device() or emulated_device()
+Device& dev() { return current ? *current : mixed_device(); }
+
+// For a test's scope: its device, and for an emulated run gemm_sm.wgsl's emulated text. (A pipeline keeps the text
+// it was made with, and the emulated device makes no other GEMM pipelines, so neither run sees the other's.)
+class RunScope {
+ public:
+  explicit RunScope(Run r) {
+    if (r == Run::Emulated) {
+      emulation_ = std::make_unique<test::SmEmulation>(std::vector<test::EmulatedKernel>{{"matmul/gemm_sm", true}});
+      current = &emulated_device();
+    } else {
+      current = &mixed_device();
+    }
+  }
+  ~RunScope() { current = nullptr; }
+
+ private:
+  std::unique_ptr<test::SmEmulation> emulation_;
+};
+
+#define RUN_OR_SKIP(run)                                                                           \
+  const RunScope run_scope(run);                                                                   \
+  do {                                                                                             \
+    const std::string missing = ops::detail::gemm_sm_missing(mixed_device().impl());               \
+    if ((run) == Run::OnTheMatrixUnits && !missing.empty())                                        \
+      GTEST_SKIP() << "no mixed precision here: " << mixed_device().info().name << " " << missing; \
   } while (0)
+
+const auto kRuns = ::testing::Values(Run::OnTheMatrixUnits, Run::Emulated);
 
 Tensor up(const ref::HostTensor& t) {
   std::vector<float> f(t.data.begin(), t.data.end());
-  return Tensor::from_host(mixed_device(), t.shape, f);
+  return Tensor::from_host(dev(), t.shape, f);
 }
 
 // The mixed bound above for c[M, N] = a[M, K] b[K, N] (row-major host tensors), checked element by element.
@@ -79,34 +136,37 @@ ref::HostTensor transpose(const ref::HostTensor& x) {
 }
 
 // (M, K, N): 1s, primes, the 128 x 128 block and 32-deep k step and just past them.
-class MixedMm : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t>> {};
+class MixedMm : public ::testing::TestWithParam<std::tuple<Run, MmShape>> {};
 
 TEST_P(MixedMm, MatchesReference) {
-  SKIP_WITHOUT_MIXED();
-  const auto [M, K, N] = GetParam();
+  RUN_OR_SKIP(std::get<0>(GetParam()));
+  const auto [M, K, N] = std::get<1>(GetParam());
   const auto a = random_host({M, K}), b = random_host({K, N});
   EXPECT_TRUE(mixed_close(ops::mm(up(a), up(b)).to_host_f32(), a, b));
 }
 
 TEST_P(MixedMm, SplitAlongKMatchesReference) {
-  SKIP_WITHOUT_MIXED();
-  const auto [M, K, N] = GetParam();
+  RUN_OR_SKIP(std::get<0>(GetParam()));
+  const auto [M, K, N] = std::get<1>(GetParam());
   const auto a = random_host({M, K}), b = random_host({K, N});
-  mixed_device().impl().split_k = 1;
+  dev().impl().split_k = 1;
   const auto got = ops::mm(up(a), up(b)).to_host_f32();
-  mixed_device().impl().split_k = 0;
+  dev().impl().split_k = 0;
   EXPECT_TRUE(mixed_close(got, a, b));
 }
 
 INSTANTIATE_TEST_SUITE_P(Awkward, MixedMm,
-                         ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(3, 5, 7),
-                                           std::make_tuple(17, 31, 13), std::make_tuple(65, 33, 129),
-                                           std::make_tuple(128, 32, 128), std::make_tuple(129, 97, 131),
-                                           std::make_tuple(257, 300, 200), std::make_tuple(1, 1000, 3),
-                                           std::make_tuple(640, 1024, 384)));
+                         ::testing::Combine(kRuns, ::testing::Values(MmShape{1, 1, 1}, MmShape{3, 5, 7},
+                                                                     MmShape{17, 31, 13}, MmShape{65, 33, 129},
+                                                                     MmShape{128, 32, 128}, MmShape{129, 97, 131},
+                                                                     MmShape{257, 300, 200}, MmShape{1, 1000, 3},
+                                                                     MmShape{640, 1024, 384})),
+                         run_and_shape_name<MmShape>);
 
-TEST(Mixed, TransposedViewsBatchesBiasAndAccumulation) {
-  SKIP_WITHOUT_MIXED();
+class Mixed : public ::testing::TestWithParam<Run> {};
+
+TEST_P(Mixed, TransposedViewsBatchesBiasAndAccumulation) {
+  RUN_OR_SKIP(GetParam());
   // a = A^T and b = B^T as strided views.
   const int64_t M = 137, K = 71, N = 150;
   const auto at = random_host({K, M}), bt = random_host({N, K});
@@ -139,15 +199,15 @@ TEST(Mixed, TransposedViewsBatchesBiasAndAccumulation) {
 // A column-major A (m stride 1) aligned to 4 floats takes the A_T variant (vec4 loads along m, a [k][m] tile read as
 // column-major fragments): M a multiple of 4 past the block, k not a multiple of 32; split along k; batches; dW.
 // A column-major B (k stride 1) so aligned takes B_T, the same along k.
-TEST(Mixed, ColumnMajorOperandsWithVec4Loads) {
-  SKIP_WITHOUT_MIXED();
+TEST_P(Mixed, ColumnMajorOperandsWithVec4Loads) {
+  RUN_OR_SKIP(GetParam());
   const int64_t M = 132, K = 75, N = 140;
   const auto at = random_host({K, M}), b = random_host({K, N});
   const Tensor a = up(at).transpose(0, 1);
   EXPECT_TRUE(mixed_close(ops::mm(a, up(b)).to_host_f32(), transpose(at), b)) << "mm";
-  mixed_device().impl().split_k = 1;
+  dev().impl().split_k = 1;
   const auto split = ops::mm(a, up(b)).to_host_f32();
-  mixed_device().impl().split_k = 0;
+  dev().impl().split_k = 0;
   EXPECT_TRUE(mixed_close(split, transpose(at), b)) << "split along k";
   const int64_t B = 2;
   const auto a3 = random_host({B, 40, 36}), b3 = random_host({B, 40, 70});  // a[i] = a3[i]^T: 36 x 40
@@ -176,8 +236,8 @@ TEST(Mixed, ColumnMajorOperandsWithVec4Loads) {
 
 // The reason for the scaling: gradients of 1e-7 would be f16 subnormals or zeros, and 3e4 x 3e4 products overflow
 // f16; scaled by powers of two per row and column they keep f16's 11 bits, and rows of any magnitude mix.
-TEST(Mixed, RowsAndColumnsFarOutsideF16sRangeKeepTheirPrecision) {
-  SKIP_WITHOUT_MIXED();
+TEST_P(Mixed, RowsAndColumnsFarOutsideF16sRangeKeepTheirPrecision) {
+  RUN_OR_SKIP(GetParam());
   const int64_t M = 70, K = 300, N = 90;
   auto a = random_host({M, K}), b = random_host({K, N});
   for (int64_t i = 0; i < M; ++i)
@@ -191,12 +251,14 @@ TEST(Mixed, RowsAndColumnsFarOutsideF16sRangeKeepTheirPrecision) {
   for (int64_t j = 0; j < N; ++j) EXPECT_EQ(got[5 * N + j], 0.0f);
 }
 
+INSTANTIATE_TEST_SUITE_P(, Mixed, kRuns, [](const ::testing::TestParamInfo<Run>& i) { return run_name(i.param); });
+
 // The q4gsw linears (codes dequantised into f16 tiles): forward x W^T, input gradient dy W.
-class MixedQ4 : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+class MixedQ4 : public ::testing::TestWithParam<std::tuple<Run, Q4Shape>> {};
 
 TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
-  SKIP_WITHOUT_MIXED();
-  const auto [M, N, K, G] = GetParam();
+  RUN_OR_SKIP(std::get<0>(GetParam()));
+  const auto [M, N, K, G] = std::get<1>(GetParam());
   const auto codes = test::random_ints({N, K}, 0, 15);
   std::vector<uint8_t> bytes(static_cast<size_t>(N * ((K + 1) / 2)), 0x88);
   for (int64_t r = 0; r < N; ++r)
@@ -207,7 +269,7 @@ TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
     }
   const auto s = random_host({q4gsw::groups(K, G), N}, 0.01, 0.2);
   const std::vector<float> scales(s.data.begin(), s.data.end());
-  const Q4Weight w = q4gsw::upload(mixed_device(), bytes, scales, N, K, G);
+  const Q4Weight w = q4gsw::upload(dev(), bytes, scales, N, K, G);
   const auto wd = ref::q4_dequant(bytes, scales, N, K, G);  // [N, K]
   const auto x = random_host({M, K});
   EXPECT_TRUE(mixed_close(ops::linear_q4gsw(up(x), w).to_host_f32(), x, transpose(wd))) << "forward";
@@ -216,9 +278,11 @@ TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Awkward, MixedQ4,
-                         ::testing::Values(std::make_tuple(1, 8, 8, 8), std::make_tuple(5, 13, 37, 8),
-                                           std::make_tuple(130, 129, 200, 32), std::make_tuple(64, 640, 640, 32),
-                                           std::make_tuple(33, 300, 1000, 64)));
+                         ::testing::Combine(kRuns, ::testing::Values(Q4Shape{1, 8, 8, 8}, Q4Shape{5, 13, 37, 8},
+                                                                     Q4Shape{130, 129, 200, 32},
+                                                                     Q4Shape{64, 640, 640, 32},
+                                                                     Q4Shape{33, 300, 1000, 64})),
+                         run_and_shape_name<Q4Shape>);
 
 // ---- everywhere (llvmpipe included) ---------------------------------------------------------------------------------
 

@@ -187,7 +187,7 @@ void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Ten
   if (batch == 0 || M == 0 || N == 0) return;
   if (!c.is_contiguous() || c.numel() != batch * M * N) throw Error(std::string(op) + ": bad output tensor");
   // Mixed precision where the device was opened for it and can (wgtrain/precision.h).
-  if (dev.features.subgroup_matrix && gemm_sm_missing(dev).empty())
+  if (dev.gemm_sm_emulated || (dev.features.subgroup_matrix && gemm_sm_missing(dev).empty()))
     return gemm_sm(op, a, gb, N, bias, c, accumulate);
   GemmParams p{};
   p.m = u32(M, "M");
