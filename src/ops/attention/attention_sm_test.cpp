@@ -15,11 +15,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "gpu/device_impl.h"
-#include "gpu/kernels.h"
 #include "ops/attention/attention_ref.h"
 #include "ops/attention/attention_variants.h"
 #include "support/sm_emulation.h"
