@@ -204,14 +204,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   var c3_0 = subgroup_matrix_result<f32, 16, 16>();
   var c3_1 = subgroup_matrix_result<f32, 16, 16>();
 
-  // Software-pipelined by one tile: an iteration issues tile k0's global loads into registers, runs the products of
-  // tile k0 - BK (staged by the iteration before) while they are in flight, and after a barrier stages tile k0. One
-  // iteration past the last tile runs its products.
-  for (var k0 = k_begin; k0 < k_end + BK; k0 = k0 + BK) {
-    let more = k0 < k_end;  // uniform over the workgroup, as are the branches below
-    // 1. The k-tile's global loads, into registers: all issued before anything waits on them, ahead of the previous
-    //    tile's products. No branches: an element outside M, N or K loads element 0 instead and takes zero (a branch
-    //    per load kept each load's latency apart).
+  for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
+    // 1. The k-tile's global loads, into registers: all issued before anything waits on them, and before the barrier,
+    //    so that they overlap the other subgroups' products on the previous tile. No branches: an element outside M,
+    //    N or K loads element 0 instead and takes zero (a branch per load kept each load's latency apart).
     var ra4: array<vec4<f32>, LOADS4>;
     var ra1: array<f32, LOADS>;
     var rb4: array<vec4<f32>, LOADS4>;
@@ -222,196 +218,189 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     // much as by the matrix units, and the probe's kernel spends none on them.
     let a_full = m0 + BM <= p.m && k0 + BK <= k_end;
     let b_full = n0 + BN <= p.n && k0 + BK <= k_end;
-    if (more) {
-      if (A_T && a_full) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          ra4[t] = load_a4((a_base + (k0 + e / (BM / 4u)) * p.a_sk + m0 + (e % (BM / 4u)) * 4u) / 4u);
-        }
-      } else if (A_T) {
-        // vec4s along m (coalesced: A's m stride is 1), each a row piece of the [k][m] tile.
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          let gm = m0 + (e % (BM / 4u)) * 4u;
-          let gk = k0 + e / (BM / 4u);
-          let ok = gm < p.m && gk < k_end;
-          ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gk * p.a_sk + gm) / 4u, ok)), ok);
-        }
-      } else if (A_VEC && a_full) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          ra4[t] = load_a4((a_base + (m0 + li / 2u) * p.a_sm + k0 + ((li % 2u) * 4u + t) * 4u) / 4u);
-        }
-      } else if (A_VEC) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let gm = m0 + li / 2u;
-          let gk = k0 + ((li % 2u) * 4u + t) * 4u;
-          let ok = gm < p.m && gk < k_end;
-          ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gm * p.a_sm + gk) / 4u, ok)), ok);
-        }
-      } else {
-        for (var t = 0u; t < LOADS; t = t + 1u) {
-          let e = li + t * 256u;
-          let gm = m0 + select(e % BM, e / BK, a_kfast);
-          let gk = k0 + select(e / BM, e % BK, a_kfast);
-          let ok = gm < p.m && gk < k_end;
-          ra1[t] = select(0.0, load_a1(select(0u, a_base + gm * p.a_sm + gk * p.a_sk, ok)), ok);
-        }
+    if (A_T && a_full) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        ra4[t] = load_a4((a_base + (k0 + e / (BM / 4u)) * p.a_sk + m0 + (e % (BM / 4u)) * 4u) / 4u);
       }
-      if (B_MODE == 0u && B_T && b_full) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          rb4[t] = load_b4((b_base + (n0 + e / (BK / 4u)) * p.b_sn + k0 + (e % (BK / 4u)) * 4u) / 4u);
-        }
-      } else if (B_MODE == 0u && B_T) {
-        // vec4s along k (B's k stride is 1), each a row piece of the [n][k] tile.
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          let gn = n0 + e / (BK / 4u);
-          let gk = k0 + (e % (BK / 4u)) * 4u;
-          let ok = gn < p.n && gk < k_end;
-          rb4[t] = select(vec4<f32>(), load_b4(select(0u, (b_base + gn * p.b_sn + gk) / 4u, ok)), ok);
-        }
-      } else if (B_MODE == 0u && B_VEC && b_full) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          rb4[t] = load_b4((b_base + (k0 + e / (BN / 4u)) * p.b_sk + n0 + (e % (BN / 4u)) * 4u) / 4u);
-        }
-      } else if (B_MODE == 0u && B_VEC) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          let gn = n0 + (e % (BN / 4u)) * 4u;
-          let gk = k0 + e / (BN / 4u);
-          let ok = gn < p.n && gk < k_end;
-          rb4[t] = select(vec4<f32>(), load_b4(select(0u, (b_base + gk * p.b_sk + gn) / 4u, ok)), ok);
-        }
-      } else if (B_MODE == 0u) {
-        for (var t = 0u; t < LOADS; t = t + 1u) {
-          let e = li + t * 256u;
-          let gn = n0 + select(e / BK, e % BN, b_nfast);
-          let gk = k0 + select(e % BK, e / BN, b_nfast);
-          let ok = gn < p.n && gk < k_end;
-          rb1[t] = select(0.0, load_b1(select(0u, b_base + gk * p.b_sk + gn * p.b_sn, ok)), ok);
-        }
-      } else if (B_MODE == 1u) {
-        // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
-        for (var t = 0u; t < Q_LOADS; t = t + 1u) {
-          let i = li + t * 256u;
-          let gn = n0 + i / (BK / 8u);
-          let gk = k0 + (i % (BK / 8u)) * 8u;
-          let ok = gn < p.n && gk < k_end;
-          rw[t] = select(0x88888888u, load_bw(select(0u, gn * p.q_words + gk / 8u, ok)), ok);
-          rq[t] = select(0.0, scales[select(0u, (gk / p.group_size) * p.q_rows + gn, ok)], ok);
-        }
-      } else {
-        // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
-        for (var t = 0u; t < Q_LOADS; t = t + 1u) {
-          let i = li + t * 256u;
-          let gr = k0 + i / (BN / 8u);
-          let gj = n0 + (i % (BN / 8u)) * 8u;
-          let ok = gr < k_end && gj < p.n;
-          rw[t] = select(0x88888888u, load_bw(select(0u, gr * p.q_words + gj / 8u, ok)), ok);
-          rq[t] = select(0.0, scales[select(0u, (gj / p.group_size) * p.q_rows + gr, ok)], ok);
-        }
+    } else if (A_T) {
+      // vec4s along m (coalesced: A's m stride is 1), each a row piece of the [k][m] tile.
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gm = m0 + (e % (BM / 4u)) * 4u;
+        let gk = k0 + e / (BM / 4u);
+        let ok = gm < p.m && gk < k_end;
+        ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gk * p.a_sk + gm) / 4u, ok)), ok);
+      }
+    } else if (A_VEC && a_full) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        ra4[t] = load_a4((a_base + (m0 + li / 2u) * p.a_sm + k0 + ((li % 2u) * 4u + t) * 4u) / 4u);
+      }
+    } else if (A_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let gm = m0 + li / 2u;
+        let gk = k0 + ((li % 2u) * 4u + t) * 4u;
+        let ok = gm < p.m && gk < k_end;
+        ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gm * p.a_sm + gk) / 4u, ok)), ok);
+      }
+    } else {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let gm = m0 + select(e % BM, e / BK, a_kfast);
+        let gk = k0 + select(e / BM, e % BK, a_kfast);
+        let ok = gm < p.m && gk < k_end;
+        ra1[t] = select(0.0, load_a1(select(0u, a_base + gm * p.a_sm + gk * p.a_sk, ok)), ok);
       }
     }
-    // 2. The previous tile's products.
-    if (k0 > k_begin) {
-      for (var k = 0u; k < BK; k = k + 16u) {
-        // With A_T (B_NK) the tile is [k][m] ([n][k]): element (row r, column q) of a column-major fragment is at
-        // offset + q stride + r.
-        let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 0u, k), A_KM, A_STRIDE);
-        let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 16u, k), A_KM, A_STRIDE);
-        let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_KM, A_STRIDE);
-        let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_KM, A_STRIDE);
-        let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 0u), B_NK, B_STRIDE);
-        let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 16u), B_NK, B_STRIDE);
-        c0_0 = subgroupMatrixMultiplyAccumulate(l0, r0, c0_0);
-        c0_1 = subgroupMatrixMultiplyAccumulate(l0, r1, c0_1);
-        c1_0 = subgroupMatrixMultiplyAccumulate(l1, r0, c1_0);
-        c1_1 = subgroupMatrixMultiplyAccumulate(l1, r1, c1_1);
-        c2_0 = subgroupMatrixMultiplyAccumulate(l2, r0, c2_0);
-        c2_1 = subgroupMatrixMultiplyAccumulate(l2, r1, c2_1);
-        c3_0 = subgroupMatrixMultiplyAccumulate(l3, r0, c3_0);
-        c3_1 = subgroupMatrixMultiplyAccumulate(l3, r1, c3_1);
+    if (B_MODE == 0u && B_T && b_full) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        rb4[t] = load_b4((b_base + (n0 + e / (BK / 4u)) * p.b_sn + k0 + (e % (BK / 4u)) * 4u) / 4u);
       }
-    }
-    workgroupBarrier();  // the products are done with the tiles
-    if (more) {
-      // 3. This tile scaled, converted to f16 and stored.
-      if (A_T) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          let h = vec4<f16>(ra4[t] * vec4<f32>(ainv[0], ainv[1], ainv[2], ainv[3]));
-          let s = (e / (BM / 4u)) * SAT + (e % (BM / 4u)) * 4u;
-          sa[s] = h.x;
-          sa[s + 1u] = h.y;
-          sa[s + 2u] = h.z;
-          sa[s + 3u] = h.w;
-        }
-      } else if (A_VEC) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          // Into the [k][m] tile: the vec4's 4 k a row apart.
-          let h = vec4<f16>(ra4[t] * ainv[0]);
-          let s = ((li % 2u) * 4u + t) * 4u * SAT + li / 2u;
-          sa[s] = h.x;
-          sa[s + SAT] = h.y;
-          sa[s + 2u * SAT] = h.z;
-          sa[s + 3u * SAT] = h.w;
-        }
-      } else {
-        for (var t = 0u; t < LOADS; t = t + 1u) {
-          let e = li + t * 256u;
-          let am = select(e % BM, e / BK, a_kfast);
-          let ak = select(e / BM, e % BK, a_kfast);
-          sa[am * SA + ak] = f16(ra1[t] * ainv[t]);
-        }
+    } else if (B_MODE == 0u && B_T) {
+      // vec4s along k (B's k stride is 1), each a row piece of the [n][k] tile.
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + e / (BK / 4u);
+        let gk = k0 + (e % (BK / 4u)) * 4u;
+        let ok = gn < p.n && gk < k_end;
+        rb4[t] = select(vec4<f32>(), load_b4(select(0u, (b_base + gn * p.b_sn + gk) / 4u, ok)), ok);
       }
-      if (B_MODE == 0u && B_T) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          let h = vec4<f16>(rb4[t] * binv[t]);
-          let s = (e / (BK / 4u)) * SBT + (e % (BK / 4u)) * 4u;
-          sb[s] = h.x;
-          sb[s + 1u] = h.y;
-          sb[s + 2u] = h.z;
-          sb[s + 3u] = h.w;
-        }
-      } else if (B_MODE == 0u && B_VEC) {
-        for (var t = 0u; t < LOADS4; t = t + 1u) {
-          let e = li + t * 256u;
-          let h = vec4<f16>(rb4[t] * vec4<f32>(binv[0], binv[1], binv[2], binv[3]));
-          let s = (e / (BN / 4u)) * SB + (e % (BN / 4u)) * 4u;
-          sb[s] = h.x;
-          sb[s + 1u] = h.y;
-          sb[s + 2u] = h.z;
-          sb[s + 3u] = h.w;
-        }
-      } else if (B_MODE == 0u) {
-        for (var t = 0u; t < LOADS; t = t + 1u) {
-          let e = li + t * 256u;
-          let bn = select(e / BK, e % BN, b_nfast);
-          let bk = select(e % BK, e / BN, b_nfast);
-          sb[bk * SB + bn] = f16(rb1[t] * binv[t]);
-        }
-      } else if (B_MODE == 1u) {
-        for (var t = 0u; t < Q_LOADS; t = t + 1u) {
-          let i = li + t * 256u;
-          let bn = i / (BK / 8u);
-          let wq = i % (BK / 8u);
-          // A word's 8 codes run along k: 8 neighbouring halves of the [n][k] tile (a column of a [k][n] one took 8
-          // stores a row apart, 4-way bank conflicts).
-          for (var j = 0u; j < 8u; j = j + 1u) { sb[bn * SBT + wq * 8u + j] = f16(dequant(rw[t], j, rq[t])); }
-        }
-      } else {
-        for (var t = 0u; t < Q_LOADS; t = t + 1u) {
-          let i = li + t * 256u;
-          let bk = i / (BN / 8u);
-          let wq = i % (BN / 8u);
-          for (var j = 0u; j < 8u; j = j + 1u) { sb[bk * SB + wq * 8u + j] = f16(dequant(rw[t], j, rq[t])); }
-        }
+    } else if (B_MODE == 0u && B_VEC && b_full) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        rb4[t] = load_b4((b_base + (k0 + e / (BN / 4u)) * p.b_sk + n0 + (e % (BN / 4u)) * 4u) / 4u);
+      }
+    } else if (B_MODE == 0u && B_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + (e % (BN / 4u)) * 4u;
+        let gk = k0 + e / (BN / 4u);
+        let ok = gn < p.n && gk < k_end;
+        rb4[t] = select(vec4<f32>(), load_b4(select(0u, (b_base + gk * p.b_sk + gn) / 4u, ok)), ok);
+      }
+    } else if (B_MODE == 0u) {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let gn = n0 + select(e / BK, e % BN, b_nfast);
+        let gk = k0 + select(e % BK, e / BN, b_nfast);
+        let ok = gn < p.n && gk < k_end;
+        rb1[t] = select(0.0, load_b1(select(0u, b_base + gk * p.b_sk + gn * p.b_sn, ok)), ok);
+      }
+    } else if (B_MODE == 1u) {
+      // B[k][n] = W[n][k]: BN weight rows, BK / 8 words of each.
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let gn = n0 + i / (BK / 8u);
+        let gk = k0 + (i % (BK / 8u)) * 8u;
+        let ok = gn < p.n && gk < k_end;
+        rw[t] = select(0x88888888u, load_bw(select(0u, gn * p.q_words + gk / 8u, ok)), ok);
+        rq[t] = select(0.0, scales[select(0u, (gk / p.group_size) * p.q_rows + gn, ok)], ok);
+      }
+    } else {
+      // B[r][j] = W[r][j]: BK weight rows, BN / 8 words of each.
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let gr = k0 + i / (BN / 8u);
+        let gj = n0 + (i % (BN / 8u)) * 8u;
+        let ok = gr < k_end && gj < p.n;
+        rw[t] = select(0x88888888u, load_bw(select(0u, gr * p.q_words + gj / 8u, ok)), ok);
+        rq[t] = select(0.0, scales[select(0u, (gj / p.group_size) * p.q_rows + gr, ok)], ok);
       }
     }
     workgroupBarrier();
+    // 2. Scaled, converted to f16 and stored into the tiles.
+    if (A_T) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let h = vec4<f16>(ra4[t] * vec4<f32>(ainv[0], ainv[1], ainv[2], ainv[3]));
+        let s = (e / (BM / 4u)) * SAT + (e % (BM / 4u)) * 4u;
+        sa[s] = h.x;
+        sa[s + 1u] = h.y;
+        sa[s + 2u] = h.z;
+        sa[s + 3u] = h.w;
+      }
+    } else if (A_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        // Into the [k][m] tile: the vec4's 4 k a row apart.
+        let h = vec4<f16>(ra4[t] * ainv[0]);
+        let s = ((li % 2u) * 4u + t) * 4u * SAT + li / 2u;
+        sa[s] = h.x;
+        sa[s + SAT] = h.y;
+        sa[s + 2u * SAT] = h.z;
+        sa[s + 3u * SAT] = h.w;
+      }
+    } else {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let am = select(e % BM, e / BK, a_kfast);
+        let ak = select(e / BM, e % BK, a_kfast);
+        sa[am * SA + ak] = f16(ra1[t] * ainv[t]);
+      }
+    }
+    if (B_MODE == 0u && B_T) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let h = vec4<f16>(rb4[t] * binv[t]);
+        let s = (e / (BK / 4u)) * SBT + (e % (BK / 4u)) * 4u;
+        sb[s] = h.x;
+        sb[s + 1u] = h.y;
+        sb[s + 2u] = h.z;
+        sb[s + 3u] = h.w;
+      }
+    } else if (B_MODE == 0u && B_VEC) {
+      for (var t = 0u; t < LOADS4; t = t + 1u) {
+        let e = li + t * 256u;
+        let h = vec4<f16>(rb4[t] * vec4<f32>(binv[0], binv[1], binv[2], binv[3]));
+        let s = (e / (BN / 4u)) * SB + (e % (BN / 4u)) * 4u;
+        sb[s] = h.x;
+        sb[s + 1u] = h.y;
+        sb[s + 2u] = h.z;
+        sb[s + 3u] = h.w;
+      }
+    } else if (B_MODE == 0u) {
+      for (var t = 0u; t < LOADS; t = t + 1u) {
+        let e = li + t * 256u;
+        let bn = select(e / BK, e % BN, b_nfast);
+        let bk = select(e % BK, e / BN, b_nfast);
+        sb[bk * SB + bn] = f16(rb1[t] * binv[t]);
+      }
+    } else if (B_MODE == 1u) {
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let bn = i / (BK / 8u);
+        let wq = i % (BK / 8u);
+        // A word's 8 codes run along k: 8 neighbouring halves of the [n][k] tile (a column of a [k][n] one took 8
+        // stores a row apart, 4-way bank conflicts).
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[bn * SBT + wq * 8u + j] = f16(dequant(rw[t], j, rq[t])); }
+      }
+    } else {
+      for (var t = 0u; t < Q_LOADS; t = t + 1u) {
+        let i = li + t * 256u;
+        let bk = i / (BN / 8u);
+        let wq = i % (BN / 8u);
+        for (var j = 0u; j < 8u; j = j + 1u) { sb[bk * SB + wq * 8u + j] = f16(dequant(rw[t], j, rq[t])); }
+      }
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < BK; k = k + 16u) {
+      // With A_T (B_NK) the tile is [k][m] ([n][k]): element (row r, column q) of a column-major fragment is at
+      // offset + q stride + r.
+      let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 0u, k), A_KM, A_STRIDE);
+      let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 16u, k), A_KM, A_STRIDE);
+      let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_KM, A_STRIDE);
+      let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_KM, A_STRIDE);
+      let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 0u), B_NK, B_STRIDE);
+      let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 16u), B_NK, B_STRIDE);
+      c0_0 = subgroupMatrixMultiplyAccumulate(l0, r0, c0_0);
+      c0_1 = subgroupMatrixMultiplyAccumulate(l0, r1, c0_1);
+      c1_0 = subgroupMatrixMultiplyAccumulate(l1, r0, c1_0);
+      c1_1 = subgroupMatrixMultiplyAccumulate(l1, r1, c1_1);
+      c2_0 = subgroupMatrixMultiplyAccumulate(l2, r0, c2_0);
+      c2_1 = subgroupMatrixMultiplyAccumulate(l2, r1, c2_1);
+      c3_0 = subgroupMatrixMultiplyAccumulate(l3, r0, c3_0);
+      c3_1 = subgroupMatrixMultiplyAccumulate(l3, r1, c3_1);
+    }
   }
 
   // Each subgroup stores its 4 x 2 fragments (still scaled) at their places: in c, fragments wholly outside M or N
