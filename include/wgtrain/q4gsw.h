@@ -53,8 +53,10 @@ namespace ops {
 
 // y[M, N] = x[M, K] W^T (x may have any leading dims: [..., K] -> [..., N]).
 Tensor linear_q4gsw(const Tensor& x, const Q4Weight& w);
-// dx[M, K] = dy[M, N] W, dequantising on the fly ([..., N] -> [..., K]).
-Tensor linear_q4gsw_backward(const Tensor& dy, const Q4Weight& w);
+// dx[M, K] = dy[M, N] W, dequantising on the fly ([..., N] -> [..., K]). With `accumulate_into` (a contiguous
+// float32 tensor of dx's shape), adds to it in place and returns it: one input's gradient summed over several
+// linears (q, k and v) without an add each.
+Tensor linear_q4gsw_backward(const Tensor& dy, const Q4Weight& w, const Tensor* accumulate_into = nullptr);
 // dW[N, K] = dy[M, N]^T x[M, K] in float32 (leading dims of dy and x flattened into M). With `accumulate_into`
 // (a contiguous float32 [N, K]), adds to it in place and returns it.
 Tensor linear_dW(const Tensor& dy, const Tensor& x, const Tensor* accumulate_into = nullptr);

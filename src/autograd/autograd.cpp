@@ -28,6 +28,7 @@ struct Node {
   uint64_t seq = 0;
   Tensor grad;             // d loss / d value, gathered during backward (kept afterwards for leaves)
   Tensor param_grad;       // a parameter's gradient buffer, added into
+  bool grad_owned = false;  // `grad` is a tensor no one else holds (made by accumulate): later terms may add into it
   bool leaf = false;
   bool takes_seed = false;  // the rule reads an undefined grad_out as 1 (cross_entropy: no multiply by one)
   std::vector<std::shared_ptr<Node>> inputs;
@@ -43,8 +44,10 @@ void accumulate(Node& n, const Tensor& g) {
     ops::copy_(n.param_grad, ops::add(n.param_grad, g));
   } else if (!n.grad.defined()) {
     n.grad = g;
+    n.grad_owned = false;
   } else {
     n.grad = ops::add(n.grad, g);
+    n.grad_owned = true;
   }
 }
 
@@ -60,6 +63,20 @@ struct Grads {
       ops::linear_dW(g, x, &inputs[i]->param_grad);
     else
       add(i, ops::linear_dW(g, x));
+  }
+  // A q4 linear's input gradient g W: added by its GEMM straight into a gradient the input already owns (the normed
+  // input of q, k and v, of gate and up: no add a term), accumulated as any gradient otherwise. Its first term is
+  // the GEMM's own new output, so the input owns it.
+  void add_linear_q4gsw_backward(size_t i, const Tensor& g, const Q4Weight& w) {
+    Node& n = *inputs[i];
+    if (!n.requires_grad) return;
+    if (n.grad.defined() && n.grad_owned && !n.leaf && !n.param_grad.defined()) {
+      ops::linear_q4gsw_backward(g, w, &n.grad);
+      return;
+    }
+    const bool first = !n.grad.defined() && !n.param_grad.defined();
+    accumulate(n, ops::linear_q4gsw_backward(g, w));
+    if (first) n.grad_owned = true;
   }
 };
 
@@ -383,7 +400,7 @@ Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent) {
                         std::to_string(w.out_features()) + ", " + std::to_string(w.in_features) + "]");
   const Tensor xv = x.value();
   return make(ops::linear_q4gsw(xv, w), {x, latent}, [xv, w](const Tensor& g, Grads& gr) {
-    if (gr.needs(0)) gr.add(0, ops::linear_q4gsw_backward(g, w));
+    if (gr.needs(0)) gr.add_linear_q4gsw_backward(0, g, w);
     // Straight through: the gradient of the dequantised weight goes to the latent unchanged.
     if (gr.needs(1)) gr.add_linear_dW(1, g, xv);
   });
@@ -392,7 +409,7 @@ Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent) {
 Var linear_q4gsw(const Var& x, const Q4Weight& w) {
   check(x, "linear_q4gsw");
   return make(ops::linear_q4gsw(x.value(), w), {x},
-              [w](const Tensor& g, Grads& gr) { gr.add(0, ops::linear_q4gsw_backward(g, w)); });
+              [w](const Tensor& g, Grads& gr) { gr.add_linear_q4gsw_backward(0, g, w); });
 }
 
 Var embedding(const Var& weight, const Tensor& indices) {

@@ -127,12 +127,14 @@ DeviceStats DeviceImpl::stats() const {
 void DeviceImpl::write(BufferHandle buffer, uint64_t offset, const void* data, size_t bytes) {
   no_recording("writing into a tensor");
   if (bytes == 0) return;
+  forget_derived(buffer);
   backend->write(buffer, offset, data, bytes, false);
   check("upload");
 }
 
 void DeviceImpl::write_idle(BufferHandle buffer, uint64_t offset, const void* data, size_t bytes) {
   if (bytes == 0) return;
+  forget_derived(buffer);
   backend->write(buffer, offset, data, bytes, true);
   check("upload");
 }
@@ -154,6 +156,7 @@ void DeviceImpl::read(BufferHandle buffer, uint64_t offset, size_t bytes, void* 
 
 void DeviceImpl::copy(BufferHandle src, uint64_t src_offset, BufferHandle dst, uint64_t dst_offset, uint64_t bytes) {
   if (bytes == 0) return;
+  forget_derived(dst);
   if (recording_) {
     RecordingImpl::Command c;
     c.kind = RecordingImpl::Command::Copy;
@@ -170,6 +173,52 @@ void DeviceImpl::copy(BufferHandle src, uint64_t src_offset, BufferHandle dst, u
   }
   backend->copy(src, src_offset, dst, dst_offset, bytes);
   check("copy");
+}
+
+// ---- derived results ------------------------------------------------------------------------------------------
+
+std::optional<DerivedValue> DeviceImpl::derived(const DerivedKey& key) const {
+  if (auto it = derived_.find(key.buffer); it != derived_.end())
+    for (const auto& [k, v] : it->second)
+      if (k == key) return v;
+  return std::nullopt;
+}
+
+void DeviceImpl::remember_derived(const DerivedKey& key, DerivedValue value) {
+  if (derived_entries_ == kDerivedEntries) forget_all_derived();
+  derived_[key.buffer].emplace_back(key, std::move(value));
+  ++derived_entries_;
+}
+
+// Entries leave the map before their storages go: a storage's release calls forget_derived again.
+void DeviceImpl::forget_derived(BufferHandle buffer) {
+  auto it = derived_.find(buffer);
+  if (it == derived_.end()) return;
+  const auto gone = std::move(it->second);
+  derived_.erase(it);
+  derived_entries_ -= gone.size();
+}
+
+void DeviceImpl::forget_all_derived() {
+  const auto gone = std::move(derived_);
+  const auto scratch = std::move(scratch_);
+  derived_.clear();
+  derived_entries_ = 0;
+  scratch_.reset();
+  scratch_used_ = 0;
+}
+
+DerivedValue DeviceImpl::zeroed_scratch(int64_t floats, const std::function<void(const std::shared_ptr<Storage>&)>& zero) {
+  if (!scratch_ || scratch_used_ + floats > static_cast<int64_t>(scratch_->bytes / 4)) {
+    const int64_t n = std::max(floats, kScratchFloats);
+    auto s = allocate(static_cast<uint64_t>(n) * 4, "zeroed scratch");
+    zero(s);
+    scratch_ = std::move(s);
+    scratch_used_ = 0;
+  }
+  const DerivedValue v{scratch_, scratch_used_};
+  scratch_used_ += floats;
+  return v;
 }
 
 // ---- index checks ---------------------------------------------------------------------------------------------
@@ -234,6 +283,9 @@ void DeviceImpl::dispatch(const DispatchDesc& d) {
                 " workgroups exceeds the per-dimension limit " + std::to_string(maxd));
   if (d.groups_x == 0 || d.groups_y == 0 || d.groups_z == 0) return;
   if (d.storage.size() > kMaxBindings) throw Error("'" + std::string(d.op) + "': too many bindings");
+  if (!derived_.empty())
+    for (size_t i = 0; i < d.storage.size(); ++i)
+      if (!(d.read_only >> i & 1u)) forget_derived(d.storage[i].buffer);
   if (recording_) {
     RecordingImpl& r = *recording_;
     RecordingImpl::Command c;
@@ -284,9 +336,18 @@ void DeviceImpl::synchronize() {
 // ---- Device ------------------------------------------------------------------------------------------------------
 
 Device::Device(std::shared_ptr<DeviceImpl> impl) : impl_(std::move(impl)) {}
-Device::~Device() = default;
+// The derived cache holds storages, which hold the device: let it go with the Device, or neither would be freed.
+Device::~Device() {
+  if (impl_) impl_->forget_all_derived();
+}
 Device::Device(Device&&) noexcept = default;
-Device& Device::operator=(Device&&) noexcept = default;
+Device& Device::operator=(Device&& other) noexcept {
+  if (this != &other) {
+    if (impl_) impl_->forget_all_derived();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
 
 const AdapterInfo& Device::info() const { return impl_->info; }
 const DeviceLimits& Device::limits() const { return impl_->limits; }

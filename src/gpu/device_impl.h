@@ -3,7 +3,9 @@
 // in gpu/recording.cpp, the rest in gpu/device.cpp.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +55,21 @@ struct DispatchDesc {
   std::vector<Binding> storage;     // WGSL @binding(1), (2), ...; GLSL binding 0, 1, ... in order
   uint32_t groups_x = 1, groups_y = 1, groups_z = 1;
   bool counted = true;  // false for the runtime's own work (poisoning), kept out of stats.dispatches
+  // Bit i set: the kernel only reads storage[i]. Unmarked bindings count as written, which drops what the derived
+  // cache (DeviceImpl::derived) holds for their buffers.
+  uint32_t read_only = 0;
+};
+
+// A result computed from a view of one buffer (the mixed GEMMs' operand absmax), and where it lives.
+struct DerivedKey {
+  BufferHandle buffer = nullptr;
+  uint32_t kind = 0;                  // what was computed (the caller's numbering)
+  std::array<int64_t, 7> view = {};   // offset, sizes and strides of the view, as the caller lays them out
+  bool operator==(const DerivedKey&) const = default;
+};
+struct DerivedValue {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // elements
 };
 
 // Work recorded by Device::record for replay: dispatches with their parameter blocks, and copies. The backend
@@ -149,6 +166,21 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   // linear index as wid.x + wid.y * num_workgroups.x.
   std::pair<uint32_t, uint32_t> grid(uint64_t workgroups) const;
 
+  // ---- results derived from a buffer's contents (gpu/device.cpp) -----------------------------------------------
+  // A few results computed from views of buffers, reused while those buffers are unchanged: the mixed GEMMs' absmax
+  // of an operand that several GEMMs read (the normed input of q, k and v) runs once. An entry goes when anything
+  // may write its buffer (a dispatch binding it without marking it read-only, a copy or host write into it, its
+  // release or reallocation) and all go when a recording starts, ends or replays, so a hit never crosses into or out
+  // of a recording whose replays rewrite the buffer.
+  std::optional<DerivedValue> derived(const DerivedKey& key) const;
+  // Zeroed float32 scratch for such results where kernels combine into zeros atomically: handed out in slices of
+  // an arena zeroed by one fill (the caller's `zero`, run when a new arena is made) instead of a fill each. Reset
+  // with the cache, so that a recording zeroes (and each replay re-zeroes) the arenas it uses.
+  DerivedValue zeroed_scratch(int64_t floats, const std::function<void(const std::shared_ptr<Storage>&)>& zero);
+  void remember_derived(const DerivedKey& key, DerivedValue value);
+  void forget_derived(BufferHandle buffer);
+  void forget_all_derived();
+
   // ---- GPU-side index checks ----------------------------------------------------------------------------------
   // A kernel that may meet an out-of-range index atomically ORs its bit into index_error_buffer() instead of
   // reading; the word is checked (and cleared) at the next read-back or synchronize, naming the op.
@@ -186,6 +218,14 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   void poison_on_gpu(BufferHandle b, uint64_t bytes);
   void free_pooled();  // gives every idle pooled buffer back to the backend
   void recycle_released();  // after a submit: released buffers may serve anything
+
+  // By the buffer they were computed from. Past kDerivedEntries (a training step makes a few hundred) it starts over.
+  static constexpr size_t kDerivedEntries = 1024;
+  std::unordered_map<BufferHandle, std::vector<std::pair<DerivedKey, DerivedValue>>> derived_;
+  size_t derived_entries_ = 0;
+  static constexpr int64_t kScratchFloats = int64_t{1} << 20;  // an arena of 4 MiB: a training step uses a few
+  std::shared_ptr<Storage> scratch_;
+  int64_t scratch_used_ = 0;
 
   BufferHandle index_error_ = nullptr;
   std::vector<std::string> index_checks_;  // op of bit k % 32, since the last verification

@@ -128,6 +128,7 @@ std::shared_ptr<Storage> DeviceImpl::allocate(uint64_t bytes, std::string_view w
     if (take(free_buffers_) || (!host_write && take(released_))) idle_bytes_ -= cap;
     else b = create_buffer(cap, what);
   }
+  forget_derived(b);
   // A buffer the host is about to fill needs no poison; an op's output is poisoned in order on the GPU.
   if (options.poison && !host_write) poison_on_gpu(b, cap);
   auto s = std::make_shared<Storage>();
@@ -161,6 +162,7 @@ void DeviceImpl::poison_on_gpu(BufferHandle b, uint64_t bytes) {
 
 void DeviceImpl::release(Storage& s) {
   live_.erase(s.buffer);
+  forget_derived(s.buffer);
   if (recording_ && recording_->referenced.count(s.buffer)) {
     // The recording keeps the buffer (its replays use it): still counted, as this storage's until reused.
     kept_[s.buffer] = {s.category, s.bytes};
@@ -175,6 +177,7 @@ void DeviceImpl::release(Storage& s) {
 }
 
 void DeviceImpl::release_buffer(BufferHandle buffer, uint64_t capacity) {
+  forget_derived(buffer);
   uncount_kept(buffer);  // a recording's kept buffer, handed back when the recording goes
   released_[capacity].push_back(buffer);
   idle_bytes_ += capacity;

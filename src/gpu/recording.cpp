@@ -21,6 +21,7 @@ void DeviceImpl::begin_recording() {
   // start at bit 0.
   flush();
   verify_index_checks();
+  forget_all_derived();
   recording_ = std::make_shared<RecordingImpl>();
   recording_->device = shared_from_this();
   recording_->serial = ++recordings_;
@@ -28,6 +29,7 @@ void DeviceImpl::begin_recording() {
 
 void DeviceImpl::abort_recording() {
   if (!recording_) return;
+  forget_all_derived();
   std::shared_ptr<RecordingImpl> r = std::move(recording_);
   recording_.reset();
   index_checks_.clear();
@@ -36,6 +38,7 @@ void DeviceImpl::abort_recording() {
 
 std::shared_ptr<RecordingImpl> DeviceImpl::end_recording() {
   if (!recording_) throw Error("Device::end_recording without begin_recording");
+  forget_all_derived();  // its storages are released while the recording can still take them back
   std::shared_ptr<RecordingImpl> r = std::move(recording_);
   recording_.reset();
   r->index_checks = std::move(index_checks_);
@@ -62,6 +65,7 @@ void DeviceImpl::replay(const RecordingImpl& r) {
   // Index-error bits are numbered per recording: settle other work's before this recording's take them over
   // (a recording replayed back to back shares its own numbering).
   if (!index_checks_.empty() && index_checks_ != r.index_checks) verify_index_checks();
+  forget_all_derived();
   backend->replay(r);
   index_checks_ = r.index_checks;
   check("replay");

@@ -46,7 +46,9 @@ struct On {
   }
   static std::vector<uint8_t> q4_bytes(const Q4& w) { return q4gsw::download_bytes(w); }
   static T linear_q4gsw(const T& x, const Q4& w) { return ops::linear_q4gsw(x, w); }
-  static T linear_q4gsw_backward(const T& dy, const Q4& w) { return ops::linear_q4gsw_backward(dy, w); }
+  static T linear_q4gsw_backward(const T& dy, const Q4& w, const T* acc = nullptr) {
+    return ops::linear_q4gsw_backward(dy, w, acc);
+  }
   static T linear_dW(const T& dy, const T& x, const T* acc = nullptr) { return ops::linear_dW(dy, x, acc); }
   static void q4gsw_requant(const T& latent, Q4& w, bool recompute) { ops::q4gsw_requant(latent, w, recompute); }
   static CE fused_ce(const T& logits, const T& labels, std::optional<int64_t> n = std::nullopt, bool in_place = false) {

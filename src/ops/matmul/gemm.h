@@ -32,7 +32,10 @@ const std::vector<wgtrain::detail::KernelDefs>& gemm_sm_variants();
 void gemm_sm(const char* op, const Tensor& a, const GemmB& b, int64_t n, const Tensor* bias, const Tensor& c,
              bool accumulate);
 // The largest magnitude of each row of x[batch, rows, len] (any strides), as a float32 tensor [batch, rows]: the
-// absmax pass of gemm_sm (sm_absmax.wgsl), here for its tests.
+// absmax passes of gemm_sm (sm_row_absmax.wgsl, or sm_absmax.wgsl's rows), here for their tests.
 Tensor row_absmax(const Tensor& x);
+// Of each row, then of each column of x[R, C] (any strides), as a float32 tensor [R + C]: sm_absmax.wgsl's one
+// read for both, as gemm_sm takes it for an operand, here for its tests.
+Tensor row_and_column_absmax(const Tensor& x);
 
 }  // namespace wgtrain::ops::detail

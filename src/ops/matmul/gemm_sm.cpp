@@ -1,4 +1,5 @@
-// The launcher of gemm_sm.wgsl (mixed precision on subgroup matrices) and of its absmax pass, sm_absmax.wgsl.
+// The launcher of gemm_sm.wgsl (mixed precision on subgroup matrices) and of its absmax passes (sm_absmax.wgsl,
+// sm_row_absmax.wgsl).
 #include <algorithm>
 #include <array>
 #include <string>
@@ -25,49 +26,131 @@ struct alignas(16) FinishParams {
   uint32_t total, m, n, splits, cols_p, block, c_off, bias_off, flags, sa_off, sb_off, pad;
 };
 
-struct alignas(16) AbsmaxParams {
+struct alignas(16) RowAbsmaxParams {  // sm_row_absmax.wgsl's
   uint32_t rows, len, off, sb, sr, sl, out_off, pad;
 };
 
+struct alignas(16) TileAbsmaxParams {  // sm_absmax.wgsl's
+  uint32_t rows, cols, off, sb, sr, sc, out_r, out_c, flags, pad0, pad1, pad2;
+};
+
 constexpr int64_t kBlock = 128, kDepth = 32;  // gemm_sm.wgsl's BM = BN and BK
+// The bindings the kernels only read (DispatchDesc::read_only): gemm_sm's a, b, scales and both absmax arrays (c,
+// binding 3, is written); sm_finish's absmax arrays, bias and raw (c, binding 0, is written).
+constexpr uint32_t kGemmReads = 0b110111, kFinishReads = 0b11110;
 
-// Whether absmax_into takes whole rows (sm_row_absmax.wgsl: rows with len stride 1, written once, no zeros needed)
-// rather than tiles that combine with atomicMax into zeros (sm_absmax.wgsl).
-bool absmax_whole_rows(int64_t sr, int64_t sl) { return sl == 1 && sr != 1; }
+using wgtrain::detail::BufferHandle;
+using wgtrain::detail::DerivedKey;
+using wgtrain::detail::DerivedValue;
+using wgtrain::detail::Storage;
 
-// out[out_off + b * rows + r] = the bits of max_l |x[off + b sb + r sr + l sl]| (whole rows where
-// absmax_whole_rows, else atomicMax: out must hold zeros first).
-void absmax_into(const char* op, DeviceImpl& dev, wgtrain::detail::BufferHandle x, int64_t off, int64_t batch,
-                 int64_t rows, int64_t len, int64_t sb, int64_t sr, int64_t sl, const Tensor& out, int64_t out_off) {
-  if (batch == 0 || rows == 0 || len == 0) return;
-  AbsmaxParams p{u32(rows, "rows"), u32(len, "length"),      u32(off, "offset"),           u32(sb, "stride"),
-                 u32(sr, "stride"), u32(sl, "stride"), u32(out.offset() + out_off, "offset"), 0};
-  const int64_t maxd = dev.limits.max_workgroups_per_dim;
-  auto beyond = [&] {
-    return Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(batch) + " x " +
-                 std::to_string(rows) + " x " + std::to_string(len) + " is beyond the absmax pass's grid");
-  };
-  if (batch > maxd) throw beyond();
-  // Names of their own, so that a profile (WGTRAIN_PROFILE=1) shows the passes apart from the GEMMs they serve.
-  if (absmax_whole_rows(sr, sl)) {
-    const bool v4 = off % 4 == 0 && sr % 4 == 0 && len % 4 == 0 && (batch == 1 || sb % 4 == 0);
-    static const wgtrain::detail::KernelDefs row_variants[2] = {{{"V4", "false"}, {"X_TYPE", "f32"}},
-                                                                {{"V4", "true"}, {"X_TYPE", "vec4<f32>"}}};
-    const auto& pipe = dev.pipeline("matmul/sm_row_absmax", row_variants[v4 ? 1 : 0]);
-    const int64_t groups = (rows + 7) / 8, gx = std::min(groups, maxd), gy = (groups + gx - 1) / gx;
-    if (gy > maxd) throw beyond();
-    dev.dispatch({"mixed absmax (rows)", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},
-                  static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
-    return;
+// A view for the absmax passes: the largest magnitude of each of `rows` rows of `len` elements, in `batch` matrices
+// (element (b, r, l) at off + b sb + r sr + l sl).
+struct AbsmaxView {
+  BufferHandle buffer;
+  int64_t off, batch, rows, len, sb, sr, sl;
+
+  // One matrix where the batch is rows of one (contiguous over batch and rows), batch stride 0 in one matrix: the
+  // form under which the derived cache knows a view, whatever shape the op gave it.
+  AbsmaxView canonical() const {
+    AbsmaxView v = *this;
+    if (v.batch > 1 && v.sb == v.rows * v.sr) {
+      v.rows *= v.batch;
+      v.batch = 1;
+    }
+    if (v.batch == 1) v.sb = 0;
+    return v;
   }
-  const bool v4 = sr == 1 && rows % 4 == 0 && off % 4 == 0 && sl % 4 == 0 && (batch == 1 || sb % 4 == 0);
-  static const wgtrain::detail::KernelDefs tile_variants[2] = {{{"V4", "false"}, {"X_TYPE", "f32"}},
-                                                               {{"V4", "true"}, {"X_TYPE", "vec4<f32>"}}};
-  const auto& pipe = dev.pipeline("matmul/sm_absmax", tile_variants[v4 ? 1 : 0]);
-  const int64_t gx = (len + 255) / 256, gy = (rows + 63) / 64;
-  if (gx > maxd || gy > maxd) throw beyond();
-  dev.dispatch({"mixed absmax (tiles)", &pipe, &p, sizeof p, {{x}, {out.storage()->buffer}},
-                static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(batch)});
+  // The same elements, rows and lengths exchanged (its columns' maxima).
+  AbsmaxView transposed() const { return {buffer, off, batch, len, rows, sb, sl, sr}; }
+  DerivedKey key() const { return {buffer, 1, {off, batch, rows, len, sb, sr, sl}}; }
+  int64_t maxima() const { return batch * rows; }
+};
+
+AbsmaxView view_of(const Tensor& t, int64_t batch, int64_t rows, int64_t len, int64_t sb, int64_t sr, int64_t sl) {
+  return AbsmaxView{t.storage()->buffer, t.offset(), batch, rows, len, sb, sr, sl}.canonical();
+}
+
+Error beyond_grid(const char* op, const AbsmaxView& v) {
+  return Error(std::string(op) + ": --precision mixed: an operand of " + std::to_string(v.batch) + " x " +
+               std::to_string(v.rows) + " x " + std::to_string(v.len) + " is beyond the absmax pass's grid");
+}
+
+// Whole rows with len stride 1: sm_row_absmax.wgsl writes each row's maximum once (no zeros needed first).
+void row_pass(const char* op, DeviceImpl& dev, const AbsmaxView& v, BufferHandle out, int64_t out_off) {
+  RowAbsmaxParams p{u32(v.rows, "rows"), u32(v.len, "length"),      u32(v.off, "offset"),     u32(v.sb, "stride"),
+                    u32(v.sr, "stride"), u32(v.sl, "stride"), u32(out_off, "offset"), 0};
+  const bool v4 = v.off % 4 == 0 && v.sr % 4 == 0 && v.len % 4 == 0 && (v.batch == 1 || v.sb % 4 == 0);
+  static const wgtrain::detail::KernelDefs variants[2] = {{{"V4", "false"}, {"X_TYPE", "f32"}},
+                                                          {{"V4", "true"}, {"X_TYPE", "vec4<f32>"}}};
+  const int64_t maxd = dev.limits.max_workgroups_per_dim;
+  const int64_t groups = (v.rows + 7) / 8, gx = std::min(groups, maxd), gy = (groups + gx - 1) / gx;
+  if (gy > maxd || v.batch > maxd) throw beyond_grid(op, v);
+  // Names of their own, so that a profile (WGTRAIN_PROFILE=1) shows the passes apart from the GEMMs they serve.
+  dev.dispatch({"mixed absmax (rows)", &dev.pipeline("matmul/sm_row_absmax", variants[v4 ? 1 : 0]), &p, sizeof p,
+                {{v.buffer}, {out}}, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                static_cast<uint32_t>(v.batch), true, 1u});
+}
+
+// sm_absmax.wgsl over v's elements as a matrix whose columns run along the stride-1 dimension where there is one
+// (vec4 loads): the maxima of v's rows (want_rows) and of its columns (want_cols, v.transposed()'s rows), atomically
+// into zeros. Where they go: out[rows_at + ...] and out[cols_at + ...].
+void tile_pass(const char* op, DeviceImpl& dev, const AbsmaxView& v, BufferHandle out, bool want_rows,
+               int64_t rows_at, bool want_cols, int64_t cols_at) {
+  const bool flip = v.sl != 1;  // the matrix is v transposed: its rows are v's columns
+  const AbsmaxView m = flip ? v.transposed() : v;
+  TileAbsmaxParams p{u32(m.rows, "rows"),
+                     u32(m.len, "length"),
+                     u32(m.off, "offset"),
+                     u32(m.sb, "stride"),
+                     u32(m.sr, "stride"),
+                     u32(m.sl, "stride"),
+                     u32(flip ? cols_at : rows_at, "offset"),
+                     u32(flip ? rows_at : cols_at, "offset"),
+                     ((flip ? want_cols : want_rows) ? 1u : 0u) | ((flip ? want_rows : want_cols) ? 2u : 0u),
+                     0,
+                     0,
+                     0};
+  const bool v4 =
+      m.sl == 1 && m.len % 4 == 0 && m.off % 4 == 0 && m.sr % 4 == 0 && (m.batch == 1 || m.sb % 4 == 0);
+  static const wgtrain::detail::KernelDefs variants[2] = {{{"V4", "false"}, {"X_TYPE", "f32"}},
+                                                          {{"V4", "true"}, {"X_TYPE", "vec4<f32>"}}};
+  const int64_t maxd = dev.limits.max_workgroups_per_dim;
+  const int64_t gx = (m.len + 127) / 128, gy = (m.rows + 63) / 64;
+  if (gx > maxd || gy > maxd || m.batch > maxd) throw beyond_grid(op, v);
+  dev.dispatch({want_rows && want_cols ? "mixed absmax (rows and columns)" : "mixed absmax (tiles)",
+                &dev.pipeline("matmul/sm_absmax", variants[v4 ? 1 : 0]), &p, sizeof p, {{v.buffer}, {out}},
+                static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(m.batch), true, 1u});
+}
+
+// The absmax bits of v's rows, where gemm_sm.wgsl reads them. Bits the derived cache still holds (the same view of an
+// unchanged buffer: the normed input that q, k and v share, an operand whose columns an earlier GEMM's pass reduced)
+// are not computed again. Otherwise a single matrix is read once for the maxima of its rows and of its columns, and
+// both are remembered: a GEMM operand's transpose is the weight gradient's (dy for dx = dy W, dy^T for dW = dy^T x;
+// x for the forward, x in dW), so in a training step each operand is read once.
+DerivedValue operand_absmax(const char* op, DeviceImpl& dev, const AbsmaxView& v) {
+  if (auto hit = dev.derived(v.key())) return *hit;
+  if (v.batch == 1) {
+    // Zeros from the device's scratch arena: one fill serves a step's operands (a fill each cost 1.2 ms a step).
+    const DerivedValue rows = dev.zeroed_scratch(v.rows + v.len, [](const std::shared_ptr<Storage>& s) {
+      ops::fill_(Tensor(s, {static_cast<int64_t>(s->bytes / 4)}, {1}, 0, DType::F32), 0.0);
+    });
+    const DerivedValue cols{rows.storage, rows.offset + v.rows};
+    tile_pass(op, dev, v, rows.storage->buffer, true, rows.offset, true, cols.offset);
+    dev.remember_derived(v.transposed().key(), cols);
+    dev.remember_derived(v.key(), rows);
+    return rows;
+  }
+  const Tensor bits = new_tensor(dev, {v.maxima()}, DType::F32);
+  if (v.sl == 1 && v.sr != 1) {
+    row_pass(op, dev, v, bits.storage()->buffer, bits.offset());
+  } else {
+    ops::fill_(bits, 0.0);
+    tile_pass(op, dev, v, bits.storage()->buffer, true, bits.offset(), false, 0);
+  }
+  const DerivedValue rows{bits.storage(), bits.offset()};
+  dev.remember_derived(v.key(), rows);
+  return rows;
 }
 
 }  // namespace
@@ -124,11 +207,27 @@ Tensor row_absmax(const Tensor& x) {
   check_dtype("row_absmax", x, "input", {DType::F32});
   check_rank("row_absmax", x, "input", 3);
   DeviceImpl& dev = x.device_impl();
-  const Tensor out = new_tensor(dev, {x.size(0) * x.size(1)}, DType::F32);
-  if (!absmax_whole_rows(x.strides()[1], x.strides()[2])) ops::fill_(out, 0.0);
-  absmax_into("row_absmax", dev, x.storage()->buffer, x.offset(), x.size(0), x.size(1), x.size(2), x.strides()[0],
-              x.strides()[1], x.strides()[2], out, 0);
+  const AbsmaxView v{x.storage()->buffer, x.offset(), x.size(0),     x.size(1),
+                     x.size(2),           x.strides()[0], x.strides()[1], x.strides()[2]};
+  const Tensor out = new_tensor(dev, {v.maxima()}, DType::F32);
+  if (v.sl == 1 && v.sr != 1) {
+    row_pass("row_absmax", dev, v, out.storage()->buffer, out.offset());
+  } else {
+    ops::fill_(out, 0.0);
+    tile_pass("row_absmax", dev, v, out.storage()->buffer, true, out.offset(), false, 0);
+  }
   return out.reshape({x.size(0), x.size(1)});
+}
+
+Tensor row_and_column_absmax(const Tensor& x) {
+  check_dtype("row_and_column_absmax", x, "input", {DType::F32});
+  check_rank("row_and_column_absmax", x, "input", 2);
+  DeviceImpl& dev = x.device_impl();
+  const AbsmaxView v{x.storage()->buffer, x.offset(), 1, x.size(0), x.size(1), 0, x.strides()[0], x.strides()[1]};
+  const Tensor out = new_tensor(dev, {v.rows + v.len}, DType::F32);
+  ops::fill_(out, 0.0);
+  tile_pass("row_and_column_absmax", dev, v, out.storage()->buffer, true, out.offset(), true, out.offset() + v.rows);
+  return out;
 }
 
 void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Tensor* bias, const Tensor& c,
@@ -165,19 +264,13 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
 
   // The range remedy: the largest magnitude of every row of A (over k) and, for an f32 B, of every column of B.
   // q4 weights are left as they are: codes in -8..7 times their group's scale are well inside f16's range.
-  const int64_t a_rows = batch * M, b_cols = f32_b ? batch * N : 0;
-  const Tensor amax = new_tensor(dev, {a_rows + b_cols}, DType::F32);
-  // Zeros first only for the atomic tiles: whole rows are written once.
-  if (!absmax_whole_rows(a.strides()[1], a.strides()[2]) ||
-      (f32_b && !absmax_whole_rows(b.strides()[2], b.strides()[1])))
-    ops::fill_(amax, 0.0);
-  absmax_into(op, dev, a.storage()->buffer, a.offset(), batch, M, K, a.strides()[0], a.strides()[1], a.strides()[2],
-              amax, 0);
-  if (f32_b)
-    absmax_into(op, dev, b.storage()->buffer, b.offset(), batch, N, K, b.strides()[0], b.strides()[2],
-                b.strides()[1], amax, a_rows);
-  p.sa_off = u32(amax.offset(), "offset");
-  p.sb_off = u32(amax.offset() + a_rows, "offset");
+  const DerivedValue a_bits =
+      operand_absmax(op, dev, view_of(a, batch, M, K, a.strides()[0], a.strides()[1], a.strides()[2]));
+  const DerivedValue b_bits =
+      f32_b ? operand_absmax(op, dev, view_of(b, batch, N, K, b.strides()[0], b.strides()[2], b.strides()[1]))
+            : a_bits;
+  p.sa_off = u32(a_bits.offset, "offset");
+  p.sb_off = u32(b_bits.offset, "offset");
 
   // 16-byte loads where an operand is row-major with every row and offset a multiple of 4 floats (as gemm).
   const bool a_vec = K % 4 == 0 && a.strides()[2] == 1 && a.offset() % 4 == 0 && a.strides()[1] % 4 == 0 &&
@@ -197,7 +290,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   const wgtrain::detail::BufferHandle scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
   const wgtrain::detail::BufferHandle bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
-  const wgtrain::detail::BufferHandle amax_buf = amax.storage()->buffer;
+  const wgtrain::detail::BufferHandle sa_buf = a_bits.storage->buffer, sb_buf = b_bits.storage->buffer;
 
   // Split-K as in gemm (split_k.h), in chunks that are multiples of the kernel's 32-deep k step.
   const auto [splits, chunk] = batch == 1 && !bias
@@ -234,13 +327,15 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     for (int64_t z0 = 0; z0 < blocks; z0 += maxz) {
       p.batch0 = static_cast<uint32_t>(z0);
       dev.dispatch({op, &pipe, &p, sizeof p,
-                    {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {padded.storage()->buffer}, {amax_buf}},
-                    gx, gy, static_cast<uint32_t>(std::min(maxz, blocks - z0))});
+                    {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {padded.storage()->buffer}, {sa_buf},
+                     {sb_buf}},
+                    gx, gy, static_cast<uint32_t>(std::min(maxz, blocks - z0)), true, kGemmReads});
     }
     fp.cols_p = p.r_sn;
     fp.block = p.r_sb;
     dev.dispatch({op, &finish(false), &fp, sizeof fp,
-                  {{c.storage()->buffer}, {amax_buf}, {bias_buf}, {padded.storage()->buffer}}, fx, fy, 1});
+                  {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}, {padded.storage()->buffer}}, fx, fy, 1, true,
+                  kFinishReads});
     return;
   }
   p.r_sn = p.n;
@@ -249,11 +344,11 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     p.batch0 = static_cast<uint32_t>(b0);
     const uint32_t gz = static_cast<uint32_t>(std::min(maxz, batch - b0));
     dev.dispatch({op, &pipe, &p, sizeof p,
-                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {c.storage()->buffer}, {amax_buf}}, gx, gy,
-                  gz});
+                  {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {c.storage()->buffer}, {sa_buf}, {sb_buf}},
+                  gx, gy, gz, true, kGemmReads});
   }
-  dev.dispatch({op, &finish(true), &fp, sizeof fp,
-                {{c.storage()->buffer}, {amax_buf}, {bias_buf}}, fx, fy, 1});
+  dev.dispatch({op, &finish(true), &fp, sizeof fp, {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}}, fx, fy, 1,
+                true, kFinishReads});
 }
 
 }  // namespace wgtrain::ops::detail

@@ -88,8 +88,8 @@ struct Params {
   group_size: u32,
   c_off: u32,
   k_chunk: u32,
-  sa_off: u32,      // absmax bits of A's rows: absmax[sa_off + batch * m + row]
-  sb_off: u32,      // of B's columns: absmax[sb_off + batch * n + col]
+  sa_off: u32,      // absmax bits of A's rows: absmax_a[sa_off + batch * m + row]
+  sb_off: u32,      // of B's columns: absmax_b[sb_off + batch * n + col]
   r_sn: u32,        // where results go: row stride (N in c, grid columns * 128 in a padded buffer)
   r_sb: u32,        // and the stride of wid.z (batch or split-K chunk)
   padded: u32,      // 1: c is the padded buffer (whole blocks), else c itself
@@ -100,7 +100,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read> b: array<{{B_TYPE}}>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(4) var<storage, read_write> c: array<f32>;
-@group(0) @binding(5) var<storage, read> absmax: array<u32>;
+// Two bindings, often of one buffer: an operand's bits may come from an earlier GEMM's pass (gemm_sm.cpp).
+@group(0) @binding(5) var<storage, read> absmax_a: array<u32>;
+@group(0) @binding(6) var<storage, read> absmax_b: array<u32>;
 
 var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k] ([k][m], BK * SAT, with A_T)
 var<workgroup> sb: array<f16, SB_SIZE>;  // B's tile [k][n] (BK * SB), or [n][k] with B_NK (BN * SBT)
@@ -184,7 +186,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     if (A_VEC) { gm = m0 + li / 2u; }
     if (A_T) { gm = m0 + (li % (BM / 4u)) * 4u + t; }
     ainv[t] = 1.0;
-    if (a_scaled && gm < p.m) { ainv[t] = 1.0 / pow2_of(absmax[p.sa_off + bat * p.m + gm]); }
+    if (a_scaled && gm < p.m) { ainv[t] = 1.0 / pow2_of(absmax_a[p.sa_off + bat * p.m + gm]); }
   }
   for (var t = 0u; t < NB; t = t + 1u) {
     let e = li + t * 256u;
@@ -192,7 +194,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     if (B_VEC) { gn = n0 + (li % (BN / 4u)) * 4u + t; }
     if (B_T) { gn = n0 + (li + t * 256u) / (BK / 4u); }
     binv[t] = 1.0;
-    if (B_MODE == 0u && b_scaled && gn < p.n) { binv[t] = 1.0 / pow2_of(absmax[p.sb_off + bat * p.n + gn]); }
+    if (B_MODE == 0u && b_scaled && gn < p.n) { binv[t] = 1.0 / pow2_of(absmax_b[p.sb_off + bat * p.n + gn]); }
   }
 
   var c0_0 = subgroup_matrix_result<f32, 16, 16>();

@@ -251,6 +251,74 @@ TEST_P(Mixed, RowsAndColumnsFarOutsideF16sRangeKeepTheirPrecision) {
   for (int64_t j = 0; j < N; ++j) EXPECT_EQ(got[5 * N + j], 0.0f);
 }
 
+// An operand that several GEMMs read (the normed input of q, k and v; x in their weight gradients) is reduced once
+// while it is unchanged (the device's derived cache): its absmax pass is not issued again, the result is the
+// same. One read gives its rows' and its columns' maxima, so the weight gradient's x^T costs nothing after the
+// forward's x. Once something writes it (a kernel, a host write) or a recording starts, it is reduced again: the
+// rows grown by 2^20 here would overflow f16 (and the results be infinite) under the old powers of two.
+TEST_P(Mixed, AnOperandSharedByGemmsIsReducedOnceWhileUnchanged) {
+  RUN_OR_SKIP(GetParam());
+  auto x = random_host({70, 45});
+  const auto w1 = random_host({45, 33}), w2 = random_host({45, 40});
+  const Tensor xd = up(x);
+  auto dispatched = [&](const auto& f) {
+    const uint64_t before = dev().stats().dispatches;
+    f();
+    return dev().stats().dispatches - before;
+  };
+  std::vector<float> c1, c2;
+  // The counts below: the first GEMM's also holds the fill of a new zeroed arena (those after share it), which a
+  // recording's start or a replay makes anew.
+  dev().impl().forget_all_derived();
+  const uint64_t first = dispatched([&] { c1 = ops::mm(xd, up(w1)).to_host_f32(); });
+  const uint64_t second = dispatched([&] { c2 = ops::mm(xd, up(w2)).to_host_f32(); });
+  EXPECT_EQ(second, first - 2) << "x's rows reduced again";
+  EXPECT_TRUE(mixed_close(c1, x, w1));
+  EXPECT_TRUE(mixed_close(c2, x, w2)) << "with x's cached powers";
+
+  // Written by a kernel: fill_ sets every element to 2^20.
+  ops::fill_(xd, std::ldexp(1.0, 20));
+  ref::HostTensor big({70, 45});
+  std::fill(big.data.begin(), big.data.end(), std::ldexp(1.0, 20));
+  const uint64_t after_fill = dispatched([&] { c2 = ops::mm(xd, up(w2)).to_host_f32(); });
+  EXPECT_EQ(after_fill, first - 1) << "x reduced again after a kernel wrote it";
+  EXPECT_TRUE(mixed_close(c2, big, w2)) << "after fill_";
+
+  // Written by the host.
+  for (auto& v : x.data) v *= std::ldexp(1.0, 20);
+  xd.write(std::vector<float>(x.data.begin(), x.data.end()));
+  EXPECT_TRUE(mixed_close(ops::mm(xd, up(w1)).to_host_f32(), x, w1)) << "after a host write";
+
+  // Into a recording: reduced inside it (so its replays see what the host writes in between) though the eager mm just
+  // before left x's powers cached.
+  const Tensor w2d = up(w2);
+  ops::mm(xd, w2d).to_host_f32();
+  Tensor c;
+  const Recording rec = dev().record([&] { c = ops::mm(xd, w2d); });
+  EXPECT_EQ(rec.dispatches(), first) << "the recording reduces x itself";
+  for (auto& v : x.data) v *= std::ldexp(1.0, -30);
+  xd.write(std::vector<float>(x.data.begin(), x.data.end()));
+  rec.replay();
+  EXPECT_TRUE(mixed_close(c.to_host_f32(), x, w2)) << "replayed after a host write";
+
+  // The weight gradient's x (B, reduced by columns over k: a tile pass) shared by two dW.
+  const auto dy1 = random_host({70, 20}), dy2 = random_host({70, 24});
+  const Tensor xs = up(x);
+  std::vector<float> g1, g2;
+  const uint64_t dw1 = dispatched([&] { g1 = ops::linear_dW(up(dy1), xs).to_host_f32(); });
+  const uint64_t dw2 = dispatched([&] { g2 = ops::linear_dW(up(dy2), xs).to_host_f32(); });
+  EXPECT_EQ(dw2, dw1 - 2) << "x's columns reduced again";
+  EXPECT_TRUE(mixed_close(g1, transpose(dy1), x));
+  EXPECT_TRUE(mixed_close(g2, transpose(dy2), x));
+  // x's columns from the forward's pass over x.
+  const Tensor xf = up(x);
+  const uint64_t forward = dispatched([&] { c1 = ops::mm(xf, up(w1)).to_host_f32(); });
+  const uint64_t dw3 = dispatched([&] { g1 = ops::linear_dW(up(dy1), xf).to_host_f32(); });
+  EXPECT_EQ(dw3, forward - 1) << "x^T reduced again after x";
+  EXPECT_TRUE(mixed_close(c1, x, w1));
+  EXPECT_TRUE(mixed_close(g1, transpose(dy1), x)) << "x^T's powers from x's pass";
+}
+
 INSTANTIATE_TEST_SUITE_P(, Mixed, kRuns, [](const ::testing::TestParamInfo<Run>& i) { return run_name(i.param); });
 
 // The q4gsw linears (codes dequantised into f16 tiles): forward x W^T, input gradient dy W.
@@ -312,6 +380,33 @@ TEST(MixedAbsmax, RowMaximaAreExact) {
       for (int64_t r = 0; r < R; ++r)
         for (int64_t l = 0; l < L; ++l) xt.data[(b * L + l) * R + r] = x.data[(b * R + r) * L + l];
     EXPECT_EQ(ops::detail::row_absmax(test::upload(xt).transpose(1, 2)).to_host_f32(), want) << "transposed view";
+  }
+}
+
+// One read for both (sm_absmax.wgsl, as gemm_sm reduces a 2-D operand): each row's and each column's largest
+// magnitude, exactly, around the 64 x 128 tile and its 4 columns a thread; vec4 loads where C is a multiple of 4 and
+// scalar ones elsewhere; read transposed (the pass then runs along the stride-1 rows); a zero row and column, an
+// infinity.
+TEST(MixedAbsmax, RowAndColumnMaximaAreExact) {
+  for (const auto& [R, C] : {std::make_pair(1, 1), std::make_pair(65, 129), std::make_pair(64, 128),
+                             std::make_pair(130, 7), std::make_pair(3, 260), std::make_pair(200, 640)}) {
+    SCOPED_TRACE(std::to_string(R) + "x" + std::to_string(C));
+    auto x = random_host({R, C});
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) x.data[r * C + c] *= std::ldexp(1.0, static_cast<int>((r + 3 * c) % 50) - 25);
+    for (int64_t c = 0; c < C; ++c) x.data[(R / 2) * C + c] = 0;  // a zero row
+    for (int64_t r = 0; r < R; ++r) x.data[r * C + C / 2] = 0;    // and column
+    if (R > 2 && C > 2) x.data[1 * C + C - 1] = -std::numeric_limits<double>::infinity();
+    std::vector<float> want(R + C, 0.0f);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        const float m = std::fabs(static_cast<float>(x.data[r * C + c]));
+        want[r] = std::max(want[r], m);
+        want[R + c] = std::max(want[R + c], m);
+      }
+    EXPECT_EQ(ops::detail::row_and_column_absmax(test::upload(x)).to_host_f32(), want) << "row-major";
+    EXPECT_EQ(ops::detail::row_and_column_absmax(test::upload(transpose(x)).transpose(0, 1)).to_host_f32(), want)
+        << "transposed view";
   }
 }
 

@@ -1,98 +1,103 @@
-// The largest magnitude of each row of a strided view x[batch, rows, len], for gemm_sm.wgsl's power-of-two scaling
-// (A's rows over k, B's columns over k), where sm_row_absmax.wgsl's whole rows do not serve (a row strided along
-// len: the weight gradient's dy^T and x). Written as the f32 bit pattern into maxima[out_off + batch * rows + row],
-// with atomicMax: magnitudes are non-negative, so their bit patterns order as the numbers do, and workgroups that
-// cover parts of a row combine without a second pass. `maxima` must hold zeros first.
-// A workgroup covers a tile of 64 rows x 256 along len, combined through workgroup memory: one atomic a row and
-// workgroup. Neighbouring threads take neighbouring rows (the views it serves have row stride 1; any strides work):
-// 4 threads a row with 64 elements each, or with V4 a vec4 of 4 rows a thread, 16 threads along len with 16 vec4s
-// each (a quarter of the load instructions for the same bytes).
+// The largest magnitudes of a strided matrix x[batch][R][C], for gemm_sm.wgsl's power-of-two scaling: of each row
+// (over C; flags bit 1, into maxima[out_r + b * R + r]) and of each column (over R; bit 2, into maxima[out_c + b * C
+// + c]), as f32 bit patterns combined with atomicMax: magnitudes are non-negative, so their bit patterns order as the
+// numbers do, and the workgroups that share a row or a column combine without a second pass. `maxima` must hold
+// zeros first. One read serves both: a GEMM operand's rows (its own scaling) and its columns (the scaling of the
+// weight gradient, which reads it transposed); sm_row_absmax.wgsl is the form for whole rows alone.
+// A workgroup covers a tile of 64 rows x 128 columns: thread t takes 4 neighbouring columns (t % 32: a subgroup of
+// 32 reads 512 contiguous bytes of a row where C's stride is 1) in 8 rows (t / 32 + 8 k), 8 loads that do not wait on
+// each other. Rows combine their 32 partial maxima and columns their 8 through workgroup memory; one atomic a row
+// and a column a workgroup.
 //
-// @variant V4 {true|false} row stride 1, rows, offset, len stride (and batch stride where batch > 1) multiples of 4:
-//   x bound and read as vec4s of 4 rows
+// @variant V4 {true|false} C's stride 1, C, offset, the row stride (and batch stride where batch > 1) multiples of
+//   4: x bound and read as vec4s along C
 // @variant X_TYPE {vec4<f32>|f32} the element type x is bound as: vec4<f32> exactly when V4
 
-const TR: u32 = 64u;  // tile rows
-const TL: u32 = 256u;  // tile length
-const PER: u32 = 256u / TR;  // threads a row (scalar form)
-const EACH: u32 = TL / PER;  // elements a thread (scalar form)
+const TR: u32 = 64u;   // tile rows
+const TC: u32 = 128u;  // tile columns: 32 threads x 4
+const V4: bool = {{V4}};
 
 struct Params {
-  rows: u32,
-  len: u32,
+  rows: u32,   // R
+  cols: u32,   // C
   off: u32,
   sb: u32,
   sr: u32,
-  sl: u32,
-  out_off: u32,
-  _pad: u32,
+  sc: u32,
+  out_r: u32,  // where row maxima go (flags 1)
+  out_c: u32,  // where column maxima go (flags 2)
+  flags: u32,
+  _pad0: u32,
+  _pad1: u32,
+  _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<{{X_TYPE}}>;
 @group(0) @binding(2) var<storage, read_write> maxima: array<atomic<u32>>;
 
-{{^V4}}
-var<workgroup> part: array<f32, 256>;
+var<workgroup> row_part: array<f32, 2048>;       // [64 rows][32 threads], then [64 rows][4]
+var<workgroup> col_part: array<vec4<f32>, 256>;  // [8 row groups][32 threads]
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  // Row li % 64 of the tile, len positions li / 64 + 4 t.
-  let rr = li % 64u;  // the row within the tile
-  let j = li / 64u;   // the thread within its row
-  let r = wid.y * TR + rr;
-  var m = 0.0;
-  if (r < p.rows) {
-    let l0 = wid.x * TL + j;
-    let base = p.off + wid.z * p.sb + r * p.sr;
-    for (var t = 0u; t < EACH; t = t + 1u) {
-      let l = l0 + t * PER;
-      if (l < p.len) { m = max(m, abs(x[base + l * p.sl])); }
-    }
-  }
-  part[li] = m;
-  workgroupBarrier();
-  if (j == 0u && r < p.rows) {
-    for (var i = 1u; i < PER; i = i + 1u) {
-      m = max(m, part[rr + i * 64u]);
-    }
-    // Bits above infinity's (a NaN, should max have kept one) are taken as infinity: the row stays unscaled. Whether
-    // max keeps a NaN is up to the GPU; the GEMM's products carry the NaN either way.
-    let bits = min(bitcast<u32>(m), 0x7f800000u);
-    if (bits != 0u) { atomicMax(&maxima[p.out_off + wid.z * p.rows + r], bits); }
-  }
-}
-{{/V4}}
+// |x| of the 4 columns c .. c + 3 of row r (zeros past C).
 {{#V4}}
-var<workgroup> part: array<vec4<f32>, 256>;
+fn load4(base: u32, r: u32, c: u32) -> vec4<f32> {
+  if (c >= p.cols) { return vec4<f32>(); }
+  return abs(x[(base + r * p.sr + c) / 4u]);
+}
+{{/V4}}
+{{^V4}}
+fn load4(base: u32, r: u32, c: u32) -> vec4<f32> {
+  var v = vec4<f32>();
+  for (var e = 0u; e < 4u; e = e + 1u) {
+    if (c + e < p.cols) { v[e] = abs(x[base + r * p.sr + (c + e) * p.sc]); }
+  }
+  return v;
+}
+{{/V4}}
+
+// Bits above infinity's (a NaN, should max have kept one) are taken as infinity: the row or column stays unscaled.
+// Whether max keeps a NaN is up to the GPU; the GEMM's products carry the NaN either way.
+fn combine(at: u32, m: f32) {
+  let bits = min(bitcast<u32>(m), 0x7f800000u);
+  if (bits != 0u) { atomicMax(&maxima[at], bits); }
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  // Rows 4 (li % 16) .. + 3 of the tile, len positions li / 16 + 16 t.
-  let c = li % 16u;
-  let j = li / 16u;
-  let r = wid.y * TR + 4u * c;
-  var m = vec4<f32>();
-  if (r < p.rows) {
-    let base = (p.off + wid.z * p.sb + r) / 4u;
-    let sl4 = p.sl / 4u;
-    let l0 = wid.x * TL + j;
-    for (var t = 0u; t < TL / 16u; t = t + 1u) {
-      let l = l0 + t * 16u;
-      if (l < p.len) { m = max(m, abs(x[base + l * sl4])); }
-    }
+  let j = li % 32u;  // the thread's 4 columns within the tile
+  let g = li / 32u;  // its rows: g + 8 k
+  let r0 = wid.y * TR;
+  let c = wid.x * TC + 4u * j;
+  let base = p.off + wid.z * p.sb;
+  var cm = vec4<f32>();
+  for (var k = 0u; k < 8u; k = k + 1u) {
+    let r = r0 + g + 8u * k;
+    var v = vec4<f32>();
+    if (r < p.rows) { v = load4(base, r, c); }
+    cm = max(cm, v);
+    row_part[(g + 8u * k) * 32u + j] = max(max(v.x, v.y), max(v.z, v.w));
   }
-  part[li] = m;
+  col_part[li] = cm;
   workgroupBarrier();
-  if (j == 0u && r < p.rows) {
-    for (var i = 1u; i < 16u; i = i + 1u) {
-      m = max(m, part[c + i * 16u]);
-    }
-    // NaNs as in the scalar form.
+  // Rows: 4 threads a row reduce 8 partials each, then one thread the 4.
+  let rr = li / 4u;
+  let q = li % 4u;
+  var m = 0.0;
+  for (var i = 0u; i < 8u; i = i + 1u) { m = max(m, row_part[rr * 32u + q * 8u + i]); }
+  workgroupBarrier();
+  row_part[li] = m;
+  workgroupBarrier();
+  if ((p.flags & 1u) != 0u && li < TR && r0 + li < p.rows) {
+    let w = max(max(row_part[4u * li], row_part[4u * li + 1u]), max(row_part[4u * li + 2u], row_part[4u * li + 3u]));
+    combine(p.out_r + wid.z * p.rows + r0 + li, w);
+  }
+  // Columns: the threads of row group 0 combine the 8 groups' partials.
+  if ((p.flags & 2u) != 0u && g == 0u) {
+    var w = cm;
+    for (var i = 1u; i < 8u; i = i + 1u) { w = max(w, col_part[i * 32u + j]); }
     for (var e = 0u; e < 4u; e = e + 1u) {
-      let bits = min(bitcast<u32>(m[e]), 0x7f800000u);
-      if (bits != 0u) { atomicMax(&maxima[p.out_off + wid.z * p.rows + r + e], bits); }
+      if (c + e < p.cols) { combine(p.out_c + wid.z * p.cols + c + e, w[e]); }
     }
   }
 }
-{{/V4}}

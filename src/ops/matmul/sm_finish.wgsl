@@ -24,24 +24,25 @@ struct Params {
   c_off: u32,
   bias_off: u32,
   flags: u32,   // 1: bias; 2: accumulate; 16: A's rows scaled; 32: B's columns scaled
-  sa_off: u32,  // absmax bits of A's rows: absmax[sa_off + b * m + i]
-  sb_off: u32,  // of B's columns: absmax[sb_off + b * n + j]
+  sa_off: u32,  // absmax bits of A's rows: absmax_a[sa_off + b * m + i]
+  sb_off: u32,  // of B's columns: absmax_b[sb_off + b * n + j]
   _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> c: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> absmax: array<u32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(2) var<storage, read> absmax_a: array<u32>;
+@group(0) @binding(3) var<storage, read> absmax_b: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
 {{^IN_PLACE}}
-@group(0) @binding(4) var<storage, read> raw: array<{{T}}>;
+@group(0) @binding(5) var<storage, read> raw: array<{{T}}>;
 {{/IN_PLACE}}
 
 {{>matmul/pow2}}
 
 // Column j's factor (its scale; 1 where B is not scaled) and bias (0 without).
 fn col_scale(b: u32, j: u32) -> f32 {
-  return select(1.0, pow2_of(absmax[p.sb_off + b * p.n + j]), (p.flags & 32u) != 0u);
+  return select(1.0, pow2_of(absmax_b[p.sb_off + b * p.n + j]), (p.flags & 32u) != 0u);
 }
 fn col_bias(j: u32) -> f32 {
   return select(0.0, bias[p.bias_off + j], (p.flags & 1u) != 0u);
@@ -68,7 +69,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   }
 {{/IN_PLACE}}
   if ((p.flags & 16u) != 0u) {
-    v = v * pow2_of(absmax[p.sa_off + b * p.m + i]);
+    v = v * pow2_of(absmax_a[p.sa_off + b * p.m + i]);
   }
 {{#V4}}
   v = v * vec4<f32>(col_scale(b, j), col_scale(b, j + 1u), col_scale(b, j + 2u), col_scale(b, j + 3u));

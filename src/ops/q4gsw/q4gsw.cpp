@@ -121,7 +121,7 @@ namespace {
 
 // The forward and the input gradient: rows of `in` ([..., in_f]) times the weight read in `mode`, giving [..., out_f].
 Tensor q4_gemm(const char* op, const char* in_name, const Tensor& in, const Q4Weight& w, GemmB::Mode mode,
-               int64_t in_f, int64_t out_f) {
+               int64_t in_f, int64_t out_f, const Tensor* accumulate_into = nullptr) {
   check_weight(op, w);
   check_dtype(op, in, in_name, {DType::F32});
   check_same_device(op, in, w.codes);
@@ -130,8 +130,17 @@ Tensor q4_gemm(const char* op, const char* in_name, const Tensor& in, const Q4We
                         std::to_string(in_f) + " features in its last dim");
   Shape out_shape = in.shape();
   out_shape.back() = out_f;
+  if (accumulate_into) {
+    check_dtype(op, *accumulate_into, "accumulate_into", {DType::F32});
+    if (accumulate_into->shape() != out_shape || !accumulate_into->is_contiguous())
+      throw ArgumentError(std::string(op) + ": accumulate_into must be a contiguous " + shape_str(out_shape) +
+                          ", got " + shape_str(accumulate_into->shape()));
+    if (accumulate_into->storage() == in.storage())
+      throw ArgumentError(std::string(op) + ": accumulate_into shares memory with " + in_name);
+  }
   const Tensor a = as_batch_rows(in);
-  Tensor out = new_tensor(in.device_impl(), {1, a.size(1), out_f}, DType::F32);
+  Tensor out = accumulate_into ? accumulate_into->reshape({1, a.size(1), out_f})
+                               : new_tensor(in.device_impl(), {1, a.size(1), out_f}, DType::F32);
   GemmB b;
   b.mode = mode;
   b.b = &w.codes;
@@ -139,8 +148,8 @@ Tensor q4_gemm(const char* op, const char* in_name, const Tensor& in, const Q4We
   b.q_words = w.codes.size(1);
   b.q_rows = w.out_features();
   b.group_size = w.group_size;
-  gemm(op, a, b, out_f, nullptr, out, false);
-  return out.reshape(out_shape);
+  gemm(op, a, b, out_f, nullptr, out, accumulate_into != nullptr);
+  return accumulate_into ? *accumulate_into : out.reshape(out_shape);
 }
 
 }  // namespace
@@ -149,8 +158,9 @@ Tensor linear_q4gsw(const Tensor& x, const Q4Weight& w) {
   return q4_gemm("linear_q4gsw", "input", x, w, GemmB::Q4_NK, w.in_features, w.out_features());
 }
 
-Tensor linear_q4gsw_backward(const Tensor& dy, const Q4Weight& w) {
-  return q4_gemm("linear_q4gsw_backward", "grad_output", dy, w, GemmB::Q4_RJ, w.out_features(), w.in_features);
+Tensor linear_q4gsw_backward(const Tensor& dy, const Q4Weight& w, const Tensor* accumulate_into) {
+  return q4_gemm("linear_q4gsw_backward", "grad_output", dy, w, GemmB::Q4_RJ, w.out_features(), w.in_features,
+                 accumulate_into);
 }
 
 Tensor linear_dW(const Tensor& dy, const Tensor& x, const Tensor* accumulate_into) {

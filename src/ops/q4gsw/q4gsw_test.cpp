@@ -99,6 +99,20 @@ void check_q4_gemms(int64_t M, int64_t N, int64_t K, int64_t G, double extra = 0
   EXPECT_TRUE(close_to(B::linear_q4gsw_backward(B::upload(dy), w), ref::linear(dy, wt, std::nullopt), 1e-6,
                        dot_rtol(N) + extra, &dx_scale))
       << "input gradient";
+  // Accumulated onto an existing gradient (q, k and v's terms of one input's).
+  {
+    const auto d0 = random_host({M, K});
+    const typename B::T acc = B::upload(d0);
+    const typename B::T same = B::linear_q4gsw_backward(B::upload(dy), w, &acc);
+    EXPECT_EQ(same.to_host_f32(), acc.to_host_f32()) << "accumulates in place";
+    auto want = ref::linear(dy, wt, std::nullopt);
+    auto acc_scale = dx_scale;
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      want.data[i] += d0.data[i];
+      acc_scale.data[i] += std::fabs(d0.data[i]);
+    }
+    EXPECT_TRUE(close_to(acc, want, 1e-6, dot_rtol(N + 1) + extra, &acc_scale)) << "input gradient accumulated";
+  }
 
   // dW = dy^T x, and accumulated onto an existing gradient.
   ref::HostTensor dyt({N, M}), xt({K, M});
