@@ -177,7 +177,6 @@ void DeviceImpl::release(Storage& s) {
 }
 
 void DeviceImpl::release_buffer(BufferHandle buffer, uint64_t capacity) {
-  forget_derived(buffer);
   uncount_kept(buffer);  // a recording's kept buffer, handed back when the recording goes
   released_[capacity].push_back(buffer);
   idle_bytes_ += capacity;

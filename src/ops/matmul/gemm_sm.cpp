@@ -123,6 +123,19 @@ void tile_pass(const char* op, DeviceImpl& dev, const AbsmaxView& v, BufferHandl
                 static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(m.batch), true, 1u});
 }
 
+// The absmax bits of v's rows alone, in a new tensor [batch * rows]: whole rows where len's stride is 1 (no zeros
+// needed), else tiles into zeros.
+Tensor rows_absmax(const char* op, DeviceImpl& dev, const AbsmaxView& v) {
+  const Tensor bits = new_tensor(dev, {v.maxima()}, DType::F32);
+  if (v.sl == 1 && v.sr != 1) {
+    row_pass(op, dev, v, bits.storage()->buffer, bits.offset());
+  } else {
+    ops::fill_(bits, 0.0);
+    tile_pass(op, dev, v, bits.storage()->buffer, true, bits.offset(), false, 0);
+  }
+  return bits;
+}
+
 // The absmax bits of v's rows, where gemm_sm.wgsl reads them. Bits the derived cache still holds (the same view of an
 // unchanged buffer: the normed input that q, k and v share, an operand whose columns an earlier GEMM's pass reduced)
 // are not computed again. Otherwise a single matrix is read once for the maxima of its rows and of its columns, and
@@ -141,13 +154,7 @@ DerivedValue operand_absmax(const char* op, DeviceImpl& dev, const AbsmaxView& v
     dev.remember_derived(v.key(), rows);
     return rows;
   }
-  const Tensor bits = new_tensor(dev, {v.maxima()}, DType::F32);
-  if (v.sl == 1 && v.sr != 1) {
-    row_pass(op, dev, v, bits.storage()->buffer, bits.offset());
-  } else {
-    ops::fill_(bits, 0.0);
-    tile_pass(op, dev, v, bits.storage()->buffer, true, bits.offset(), false, 0);
-  }
+  const Tensor bits = rows_absmax(op, dev, v);
   const DerivedValue rows{bits.storage(), bits.offset()};
   dev.remember_derived(v.key(), rows);
   return rows;
@@ -209,14 +216,7 @@ Tensor row_absmax(const Tensor& x) {
   DeviceImpl& dev = x.device_impl();
   const AbsmaxView v{x.storage()->buffer, x.offset(), x.size(0),     x.size(1),
                      x.size(2),           x.strides()[0], x.strides()[1], x.strides()[2]};
-  const Tensor out = new_tensor(dev, {v.maxima()}, DType::F32);
-  if (v.sl == 1 && v.sr != 1) {
-    row_pass("row_absmax", dev, v, out.storage()->buffer, out.offset());
-  } else {
-    ops::fill_(out, 0.0);
-    tile_pass("row_absmax", dev, v, out.storage()->buffer, true, out.offset(), false, 0);
-  }
-  return out.reshape({x.size(0), x.size(1)});
+  return rows_absmax("row_absmax", dev, v).reshape({x.size(0), x.size(1)});
 }
 
 Tensor row_and_column_absmax(const Tensor& x) {
