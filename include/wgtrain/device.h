@@ -216,8 +216,9 @@ class Device {
   MemoryReport memory() const;
   // Starts a new high-water mark from the pool as it is now.
   void reset_peak_memory();
-  // Waits for the GPU, then gives every idle pooled buffer (and the backend's cached staging buffers) back to the
-  // driver: what the next work allocates starts from an empty pool. Buffers of live tensors and recordings stay.
+  // Waits for the GPU, then gives every idle pooled buffer (and the backend's cached staging buffers, and what the
+  // device keeps derived from tensors, such as the mixed GEMMs' operand maxima) back to the driver: what the next
+  // work allocates starts from an empty pool. Buffers of live tensors and recordings stay.
   void release_cached_memory();
 
   // Submits what has been recorded, without waiting.

@@ -79,6 +79,9 @@ void DeviceImpl::reset_peak_memory() { peak_ = usage_now(); }
 
 void DeviceImpl::release_cached() {
   no_recording("releasing the cached memory");
+  // Derived results (operand maxima) and the zeroed scratch arena are caches too: their buffers go back first, so
+  // what the caller sees afterwards is only what live tensors hold.
+  forget_all_derived();
   synchronize();
   free_pooled();
   backend->trim();

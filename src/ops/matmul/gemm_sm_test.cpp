@@ -319,6 +319,25 @@ TEST_P(Mixed, AnOperandSharedByGemmsIsReducedOnceWhileUnchanged) {
   EXPECT_TRUE(mixed_close(g1, transpose(dy1), x)) << "x^T's powers from x's pass";
 }
 
+// What the device keeps for the mixed GEMMs (operand maxima, the zeroed arena) is a cache: releasing the cached
+// memory gives its buffers back (bench rows check that they leave the pool as they found it: run (r) on the H100
+// found the arena left behind), and the next GEMM reduces its operands anew.
+TEST_P(Mixed, ReleasingCachedMemoryGivesBackWhatTheGemmsKept) {
+  RUN_OR_SKIP(GetParam());
+  const auto x = random_host({70, 45}), w = random_host({45, 33});
+  const Tensor xd = up(x), wd = up(w);
+  dev().release_cached_memory();
+  const uint64_t held = dev().memory().current.in_use();
+  std::vector<float> c = ops::mm(xd, wd).to_host_f32();
+  EXPECT_GT(dev().memory().current.in_use(), held) << "x's maxima are kept while x is unchanged";
+  dev().release_cached_memory();
+  EXPECT_EQ(dev().memory().current.in_use(), held);
+  EXPECT_EQ(dev().memory().current.idle, 0u);
+  std::fill(c.begin(), c.end(), std::nanf(""));
+  c = ops::mm(xd, wd).to_host_f32();
+  EXPECT_TRUE(mixed_close(c, x, w)) << "reduced again after the release";
+}
+
 INSTANTIATE_TEST_SUITE_P(, Mixed, kRuns, [](const ::testing::TestParamInfo<Run>& i) { return run_name(i.param); });
 
 // The q4gsw linears (codes dequantised into f16 tiles): forward x W^T, input gradient dy W.
