@@ -25,6 +25,9 @@ static_assert(sizeof(ReduceParams) == 160);
 constexpr int64_t kPerThreadMax = 64;
 // Elements one workgroup sums before the work is split into parts (so few outputs still fill the GPU).
 constexpr int64_t kChunk = 4096;
+// Sums over rows (outputs contiguous in x): threads to aim for, and the fewest rows a thread sums.
+constexpr int64_t kColumnThreads = int64_t{1} << 17;
+constexpr int64_t kColumnRows = 32;
 
 // Sums `x` (kept dims, then reduced dims, as given) into a new contiguous [n_out] tensor, times scale.
 Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape& kept_shape,
@@ -48,10 +51,26 @@ Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape
     p.chunk = p.count;
     p.scale = scale;
     Tensor out = new_tensor(dev, {n_out}, DType::F32);
-    const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "true"}, {"SEG", "1"}});
+    const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "true"}, {"COLUMNS", "false"}, {"SEG", "1"}});
     const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n_out) + 255) / 256);
     dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
     return out;
+  }
+
+  if (k.shape.size() == 1 && k.strides[0][0] == 1) {
+    // Outputs side by side in x (a sum over rows): one thread per (output, part), parts enough for about
+    // kColumnThreads threads, each part at least kColumnRows rows; the parts [parts, n_out] are summed the same way.
+    const int64_t want = std::clamp<int64_t>(kColumnThreads / n_out, 1, std::max<int64_t>(1, count / kColumnRows));
+    const int64_t chunk = (count + want - 1) / want, parts = (count + chunk - 1) / chunk;
+    p.parts = u32(parts, "parts");
+    p.chunk = u32(chunk, "chunk");
+    p.scale = parts == 1 ? scale : 1.0f;
+    Tensor out = new_tensor(dev, {parts * n_out}, DType::F32);
+    const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "false"}, {"COLUMNS", "true"}, {"SEG", "1"}});
+    const auto [gx, gy] = dev.grid(static_cast<uint64_t>((n_out + 255) / 256 * parts));
+    dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
+    if (parts == 1) return out;
+    return reduce_core(dev, op, out, {n_out}, {1}, {parts}, {n_out}, scale);
   }
 
   // Split long reductions when there are too few outputs to keep the device busy on their own.
@@ -64,7 +83,7 @@ Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape
   p.scale = parts == 1 ? scale : 1.0f;
   Tensor out = new_tensor(dev, {n_out * parts}, DType::F32);
   const uint32_t seg = row_segment(chunk);
-  const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "false"}, {"SEG", std::to_string(seg)}});
+  const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "false"}, {"COLUMNS", "false"}, {"SEG", std::to_string(seg)}});
   const auto [gx, gy] = row_grid(dev, n_out * parts, seg);
   dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
   if (parts == 1) return out;

@@ -5,10 +5,17 @@
 // elements, each summed by a segment (tree in workgroup memory) into out[o * parts + part]; a second dispatch then
 // reduces the parts.
 //
+// COLUMNS = true, where the outputs lie side by side in x (the kept dims coalesce to one of stride 1: a sum over
+// rows, as for a weight's or a bias's gradient): consecutive threads take consecutive outputs, so every load of a
+// workgroup is one contiguous run, and each sums `chunk` rows of one `part` into out[part * n_out + o]; the second
+// dispatch sums those parts, again side by side. (Segments would read one column each: a stride of a row a lane.)
+//
 // @variant PER_THREAD {true|false} one thread per output (short reductions), else segments of SEG threads
+// @variant COLUMNS {true|false} one thread per (output, part), outputs contiguous in x
 // @variant SEG {1|2|4|8|16|32|64|128|256} threads per (output, part) segment (1 with PER_THREAD)
 
 const PER_THREAD: bool = {{PER_THREAD}};
+const COLUMNS: bool = {{COLUMNS}};
 const WG: u32 = 256u;
 const SEG: u32 = {{SEG}}u;
 
@@ -66,6 +73,21 @@ fn red_offset(r: u32) -> u32 {
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
   let g = wid.x + wid.y * nwg.x;
+  if (COLUMNS) {
+    let groups_per_part = (p.n_out + WG - 1u) / WG;
+    let o = (g % groups_per_part) * WG + lid.x;
+    let part = g / groups_per_part;
+    if (o < p.n_out && part < p.parts) {
+      let begin = part * p.chunk;
+      let end = min(p.count, begin + p.chunk);
+      var acc = 0.0;
+      for (var r = begin; r < end; r = r + 1u) {
+        acc = acc + x[p.x_off + o + red_offset(r)];
+      }
+      out[part * p.n_out + o] = acc * p.scale;
+    }
+    return;
+  }
   if (PER_THREAD) {
     // No early return on a per-thread condition: the barriers below must stay in uniform control flow.
     let o = g * WG + lid.x;

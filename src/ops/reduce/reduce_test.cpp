@@ -59,7 +59,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{{2, 2, 2, 2, 2, 2, 2, 3}, {0, 2, 4, 6}, false},
                       // Rows of 65 to a few hundred: several outputs share a workgroup.
                       Case{{37, 128}, {1}, true}, Case{{300, 70}, {1}, false}, Case{{3, 200, 5}, {1}, false},
-                      Case{{1, 65}, {-1}, false}));
+                      Case{{1, 65}, {-1}, false},
+                      // Sums over rows (outputs side by side: one thread per output and part): a norm's weight
+                      // gradient at the base model's size; parts summed in up to four stages; a 3-d batch.
+                      Case{{8192, 640}, {0}, false}, Case{{70000, 5}, {0}, true}, Case{{2000, 3, 33}, {0, 1}, false},
+                      Case{{65, 300}, {0}, false}, Case{{4, 50, 257}, {1}, true}));
 
 TEST(Reduce, StridedInput) {
   const auto x = random_host({20, 30});
