@@ -85,6 +85,9 @@ TEST(Autograd, UnaryMaps) {
   gradcheck({random_host({3, 5}, -3, 3)}, [](auto& v) { return ag::silu(v[0]); });
   gradcheck({random_host({9}, 0.5, 2.0)}, [](auto& v) { return ag::rsqrt(v[0]); });
   gradcheck({random_host({2, 4})}, [](auto& v) { return ag::exp(v[0]); });
+  // The fused MLP activation against finite differences, and one input used as both gate and up.
+  gradcheck({random_host({3, 6}, -3, 3), random_host({3, 6})}, [](auto& v) { return ag::swiglu(v[0], v[1]); });
+  gradcheck({random_host({5}, -3, 3)}, [](auto& v) { return ag::swiglu(v[0], v[0]); });
 }
 
 TEST(Autograd, Reductions) {

@@ -55,6 +55,8 @@ std::optional<Example> example_for(const OpSchema& s) {
       {"rms_norm_backward",
        {{{"grad_output", {3, 5}}, {"input", {3, 5}}, {"weight", {5}}, {"rstd", {3}}}, {}}},
       {"rope", {{{"self", {2, 3, 2, 4}}, {"cos", {3, 2}}, {"sin", {3, 2}}}, {{"scale", "0.5"}}}},
+      {"swiglu", {{{"gate", {3, 5}, DType::F32, -4, 4}, {"up", {3, 5}}}, {}}},
+      {"swiglu_backward", {{{"grad_output", {2, 6}}, {"gate", {2, 6}, DType::F32, -4, 4}, {"up", {2, 6}}}, {}}},
       {"embedding_backward", {{{"grad_output", {2, 5, 3}}, {"indices", {2, 5}, I, 0, 6}}, {{"num_weights", "7"}}}},
       {"mm", {{{"self", {3, 4}}, {"mat2", {4, 5}}}, {}}},
       {"bmm", {{{"self", {2, 3, 4}}, {"mat2", {2, 4, 5}}}, {}}},

@@ -65,6 +65,8 @@ Var add(const Var& a, double s);
 Var mul(const Var& a, double s);
 
 Var silu(const Var& x);
+// silu(gate) * up in one pass, and both gradients in one pass; keeps gate and up (not silu(gate)) for the backward.
+Var swiglu(const Var& gate, const Var& up);
 Var rsqrt(const Var& x);
 Var exp(const Var& x);
 

@@ -65,6 +65,15 @@ RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& 
 // other way: the gradient of the forward (times the same scale).
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse = false, double scale = 1.0);
 
+// ---- swiglu (src/ops/swiglu) ----
+// The gated MLP activation silu(gate) * up of Llama-family models, in one pass (silu(gate) is never stored), and its
+// gradients from the incoming grad and the forward's two inputs, in one pass: d_gate, d_up. Float32, one shape.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+struct SwigluGrads {
+  Tensor dgate, dup;
+};
+SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate, const Tensor& up);
+
 // ---- elementwise (src/ops/elementwise) ----
 // By name, as listed by `wgtrain ops`: binary ops broadcast (NumPy rules) and need one dtype on both sides.
 Tensor binary(const std::string& op, const Tensor& a, const Tensor& b, float alpha = 1.0f);

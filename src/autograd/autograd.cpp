@@ -279,6 +279,17 @@ Var silu(const Var& x) {
   return make(ops::silu(xv), {x}, [xv](const Tensor& g, Grads& gr) { gr.add(0, ops::silu_backward(g, xv)); });
 }
 
+Var swiglu(const Var& gate, const Var& up) {
+  check(gate, "swiglu");
+  check(up, "swiglu");
+  const Tensor gv = gate.value(), uv = up.value();
+  return make(ops::swiglu(gv, uv), {gate, up}, [gv, uv](const Tensor& g, Grads& gr) {
+    ops::SwigluGrads d = ops::swiglu_backward(g, gv, uv);
+    if (gr.needs(0)) gr.add(0, d.dgate);
+    if (gr.needs(1)) gr.add(1, d.dup);
+  });
+}
+
 Var rsqrt(const Var& x) {
   check(x, "rsqrt");
   const Tensor y = ops::rsqrt(x.value());

@@ -499,7 +499,7 @@ ag::Var Llama::hidden(const Tensor& tokens, KVCache* cache) const {
     const ag::Var merged = ag::attention(q, keys, values, 1.0);  // [B, T, H * hd]
     x = ag::add(x, linear(merged, P.o, P.o_bias));
     const ag::Var h2 = rms_norm(x, P.mlp_norm);
-    x = ag::add(x, linear(ag::mul(ag::silu(linear(h2, P.gate)), linear(h2, P.up)), P.down));
+    x = ag::add(x, linear(ag::swiglu(linear(h2, P.gate), linear(h2, P.up)), P.down));
   }
   if (cache) cache->length = L;
   return x;

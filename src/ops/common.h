@@ -70,6 +70,7 @@ void register_fused_ce_ops(Registry& r);
 void register_adamw_ops(Registry& r);
 void register_norm_ops(Registry& r);
 void register_rope_ops(Registry& r);
+void register_swiglu_ops(Registry& r);
 void register_dropout_ops(Registry& r);
 void register_attention_ops(Registry& r);
 

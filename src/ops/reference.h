@@ -68,6 +68,13 @@ struct RmsNormGradRef {
 };
 RmsNormGradRef rms_norm_backward(const HostTensor& dy, const HostTensor& x, const HostTensor& w, double eps);
 
+// swiglu: silu(gate) * up, and its gradients
+HostTensor swiglu(const HostTensor& gate, const HostTensor& up);
+struct SwigluGradRef {
+  HostTensor dgate, dup;
+};
+SwigluGradRef swiglu_backward(const HostTensor& grad, const HostTensor& gate, const HostTensor& up);
+
 // rope: x [..., T, H, hd], tables [>= T, hd / 2]
 HostTensor rope(const HostTensor& x, const HostTensor& cos, const HostTensor& sin, bool inverse, double scale);
 

@@ -87,6 +87,7 @@ const Registry& Registry::global() {
     ops::detail::register_adamw_ops(r);
     ops::detail::register_norm_ops(r);
     ops::detail::register_rope_ops(r);
+    ops::detail::register_swiglu_ops(r);
     ops::detail::register_dropout_ops(r);
     ops::detail::register_attention_ops(r);
     return r;
@@ -139,7 +140,7 @@ void require_ops(Backend backend, const std::vector<std::string>& ops, const std
 
 const std::vector<std::string>& model_ops() {
   static const std::vector<std::string> ops = {"embedding", "rms_norm",  "linear_q4gsw", "rope",
-                                               "attention", "mul",       "add",          "silu",
+                                               "attention", "mul",       "add",          "swiglu",
                                                "fused_ce",  "adamw_step"};
   return ops;
 }
