@@ -116,6 +116,9 @@ TEST(Autograd, SoftmaxAndMasking) {
 TEST(Autograd, FusedNormAndRope) {
   gradcheck({random_host({3, 2, 7}, -2, 2), random_host({7}, 0.5, 1.5)},
             [](auto& v) { return ag::rms_norm(v[0], v[1], 1e-5); });
+  // The residual form x + norm(x): x's two gradients joined in the norm's backward pass.
+  gradcheck({random_host({4, 9}, -2, 2), random_host({9}, 0.5, 1.5)},
+            [](auto& v) { return ag::add(v[0], ag::rms_norm(v[0], v[1], 1e-5)); });
   ref::HostTensor cs({5, 3}), sn({5, 3});
   for (size_t i = 0; i < cs.data.size(); ++i) {
     cs.data[i] = static_cast<float>(std::cos(0.3 * static_cast<double>(i)));
@@ -241,6 +244,28 @@ TEST(Autograd, BackwardFreesTheTape) {
   const auto g1 = x.grad().to_host_f32();
   ag::backward(loss);  // the tape is gone: nothing more reaches x
   EXPECT_EQ(x.grad().to_host_f32(), g1);
+}
+
+// An intermediate that no rule saved and no Var holds gives its buffer back during the forward pass (as PyTorch's
+// autograd frees what no backward saved), where the tape used to keep every value until backward: x + 1 below,
+// whose gradient rule needs nothing. A value a Var still holds stays readable; gradients are unchanged.
+TEST(Autograd, AnIntermediateNoOneHoldsIsFreedBeforeBackward) {
+  Device& dev = test::device();
+  const int64_t n = 1 << 18;  // 1 MiB a tensor
+  const auto xh = random_host({n});
+  const ag::Var x = ag::Var::leaf(upload(xh));
+  dev.release_cached_memory();
+  const uint64_t before = dev.memory().current.in_use();
+  const ag::Var y = ag::mul(ag::add(x, 1.0), 2.0);  // x + 1 lives only until mul has read it
+  EXPECT_EQ(dev.memory().current.in_use(), before + (uint64_t{4} << 18)) << "only y is new";
+  const ag::Var held = ag::add(x, 3.0);
+  const ag::Var z = ag::mul(held, 0.5);
+  EXPECT_EQ(dev.memory().current.in_use(), before + (uint64_t{12} << 18)) << "y, held and z";
+  const auto hv = held.value().to_host_f32();
+  EXPECT_FLOAT_EQ(hv[7], static_cast<float>(xh.data[7] + 3.0)) << "a held value stays readable";
+  ag::backward(ag::sum(ag::add(y, z), {}));
+  const auto g = x.grad().to_host_f32();
+  for (int64_t i = 0; i < n; i += 4099) EXPECT_FLOAT_EQ(g[i], 2.5f);
 }
 
 }  // namespace

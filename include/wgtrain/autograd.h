@@ -44,11 +44,21 @@ class Var {
   int64_t size(int dim) const { return value().size(dim); }
   int rank() const { return value().rank(); }
 
+  // A node's value lives while some Var holds the node (the tape's own references do not count): an intermediate
+  // no one can read any more gives its buffer back during the forward pass, as PyTorch frees what no backward rule
+  // saved. What the rules need they keep themselves.
+  Var(const Var& other);
+  Var(Var&& other) noexcept;
+  Var& operator=(const Var& other);
+  Var& operator=(Var&& other) noexcept;
+  ~Var();
+
   // Internal.
-  explicit Var(std::shared_ptr<detail::Node> node) : node_(std::move(node)) {}
+  explicit Var(std::shared_ptr<detail::Node> node);
   const std::shared_ptr<detail::Node>& node() const { return node_; }
 
  private:
+  void release() noexcept;
   std::shared_ptr<detail::Node> node_;
 };
 

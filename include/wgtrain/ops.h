@@ -56,8 +56,11 @@ RmsNorm rms_norm(const Tensor& x, const Tensor& weight, double eps);
 struct RmsNormGrads {
   Tensor dx, dweight;
 };
-// Its gradients, from the forward's rstd: dx in one pass per row, dweight summed over rows.
-RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd);
+// Its gradients, from the forward's rstd: dx in one pass per row, dweight summed over rows. With dx_addend (x's
+// shape), dx is dx_addend + the norm's gradient, in the same pass: the residual stream's gradient joined without an
+// add of its own.
+RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                               const Tensor* dx_addend = nullptr);
 
 // ---- rope (src/ops/rope) ----
 // Rotary position embedding of x [..., T, H, head_dim]: each head's pairs (i, i + head_dim / 2) at position t rotate

@@ -23,7 +23,9 @@ struct Grads;
 using Rule = std::function<void(const Tensor& grad_out, Grads& grads)>;
 
 struct Node {
-  Tensor value;
+  Tensor value;            // dropped once no Var holds the node (handles == 0), unless a leaf
+  Shape shape;             // the value's, kept for the gradient's check after the value is gone
+  int64_t handles = 0;     // Vars holding this node
   bool requires_grad = false;
   uint64_t seq = 0;
   Tensor grad;             // d loss / d value, gathered during backward (kept afterwards for leaves)
@@ -37,9 +39,9 @@ struct Node {
 
 void accumulate(Node& n, const Tensor& g) {
   if (!n.requires_grad || !g.defined()) return;
-  if (g.shape() != n.value.shape())
+  if (g.shape() != n.shape)
     throw Error("autograd: a gradient of shape " + shape_str(g.shape()) + " reached a value of shape " +
-                shape_str(n.value.shape()));
+                shape_str(n.shape));
   if (n.param_grad.defined()) {
     ops::copy_(n.param_grad, ops::add(n.param_grad, g));
   } else if (!n.grad.defined()) {
@@ -63,6 +65,19 @@ struct Grads {
       ops::linear_dW(g, x, &inputs[i]->param_grad);
     else
       add(i, ops::linear_dW(g, x));
+  }
+  // A gradient whose kernel can add a term in the same pass (make(addend) returns addend + its own result, or its
+  // own result where addend is null): where the input already holds a gradient, that gradient is the addend and the
+  // sum replaces it (no add of its own; the old gradient may be shared, so it is read, not written).
+  void add_joined(size_t i, const std::function<Tensor(const Tensor* addend)>& make_grad) {
+    Node& n = *inputs[i];
+    if (!n.requires_grad) return;
+    if (n.grad.defined() && !n.param_grad.defined()) {
+      n.grad = make_grad(&n.grad);
+      n.grad_owned = true;
+      return;
+    }
+    accumulate(n, make_grad(nullptr));
   }
   // A q4 linear's input gradient g W: added by its GEMM straight into a gradient the input already owns (the normed
   // input of q, k and v, of gate and up: no add a term), accumulated as any gradient otherwise. Its first term is
@@ -92,6 +107,7 @@ std::atomic<uint64_t> next_seq{1};
 
 std::shared_ptr<Node> new_node(Tensor value) {
   auto n = std::make_shared<Node>();
+  n->shape = value.shape();
   n->value = std::move(value);
   n->seq = next_seq++;
   return n;
@@ -178,6 +194,36 @@ Var Var::leaf(Tensor value) {
   n->requires_grad = true;
   n->leaf = true;
   return Var(std::move(n));
+}
+
+Var::Var(std::shared_ptr<Node> node) : node_(std::move(node)) {
+  if (node_) ++node_->handles;
+}
+Var::Var(const Var& other) : node_(other.node_) {
+  if (node_) ++node_->handles;
+}
+Var::Var(Var&& other) noexcept : node_(std::move(other.node_)) {}
+Var& Var::operator=(const Var& other) {
+  if (this != &other) {
+    if (other.node_) ++other.node_->handles;
+    release();
+    node_ = other.node_;
+  }
+  return *this;
+}
+Var& Var::operator=(Var&& other) noexcept {
+  if (this != &other) {
+    release();
+    node_ = std::move(other.node_);
+  }
+  return *this;
+}
+Var::~Var() { release(); }
+
+void Var::release() noexcept {
+  if (!node_) return;
+  if (--node_->handles == 0 && !node_->leaf) node_->value = Tensor();
+  node_.reset();
 }
 
 const Tensor& Var::value() const {
@@ -343,9 +389,15 @@ Var rms_norm(const Var& x, const Var& weight, double eps) {
   ops::RmsNorm n = ops::rms_norm(xv, wv, eps);
   const Tensor rstd = n.rstd;
   return make(n.y, {x, weight}, [xv, wv, rstd](const Tensor& g, Grads& gr) {
-    ops::RmsNormGrads d = ops::rms_norm_backward(g, xv, wv, rstd);
-    gr.add(0, d.dx);
-    gr.add(1, d.dweight);
+    Tensor dweight;
+    // x is the residual stream: its gradient from the residual add joins the norm's in the kernel's pass.
+    gr.add_joined(0, [&](const Tensor* addend) {
+      ops::RmsNormGrads d = ops::rms_norm_backward(g, xv, wv, rstd, addend);
+      dweight = d.dweight;
+      return d.dx;
+    });
+    if (!dweight.defined()) dweight = ops::rms_norm_backward(g, xv, wv, rstd).dweight;
+    gr.add(1, dweight);
   });
 }
 

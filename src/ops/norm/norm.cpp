@@ -15,7 +15,7 @@ struct alignas(16) NormParams {
   uint32_t pad0, pad1, pad2;
 };
 struct alignas(16) NormBackwardParams {
-  uint32_t rows, dim, dy_off, x_off, w_off, r_off, pad0, pad1;
+  uint32_t rows, dim, dy_off, x_off, w_off, r_off, add_off, pad0;
 };
 
 void check_weight(const char* op, const Tensor& x, const Tensor& weight) {
@@ -51,7 +51,7 @@ RmsNorm rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {
 }
 
 RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight_in,
-                               const Tensor& rstd_in) {
+                               const Tensor& rstd_in, const Tensor* addend_in) {
   const char* op = "rms_norm_backward";
   check_weight(op, x_in, weight_in);
   check_dtype(op, dy_in, "grad_output", {DType::F32});
@@ -63,7 +63,15 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
   if (rstd_in.shape() != rows_shape)
     throw ArgumentError(std::string(op) + ": rstd " + shape_str(rstd_in.shape()) + " should be " +
                         shape_str(rows_shape) + " (one per row)");
+  if (addend_in) {
+    check_dtype(op, *addend_in, "dx_addend", {DType::F32});
+    check_same_device(op, x_in, *addend_in);
+    if (addend_in->shape() != x_in.shape())
+      throw ArgumentError(std::string(op) + ": dx_addend " + shape_str(addend_in->shape()) + " and input " +
+                          shape_str(x_in.shape()) + " differ");
+  }
   const Tensor dy = contiguous(dy_in), x = contiguous(x_in), w = contiguous(weight_in), r = contiguous(rstd_in);
+  const Tensor addend = addend_in ? contiguous(*addend_in) : Tensor();
   DeviceImpl& dev = x.device_impl();
   const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
   RmsNormGrads g;
@@ -71,13 +79,28 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
   const Tensor part = new_tensor(dev, {rows, dim}, DType::F32);
   if (rows > 0 && dim > 0) {
     NormBackwardParams p{u32(rows, "rows"),        u32(dim, "dim"),          u32(dy.offset(), "offset"),
-                         u32(x.offset(), "offset"), u32(w.offset(), "offset"), u32(r.offset(), "offset"), 0, 0};
+                         u32(x.offset(), "offset"), u32(w.offset(), "offset"), u32(r.offset(), "offset"),
+                         addend_in ? u32(addend.offset(), "offset") : 0u, 0};
     const uint32_t seg = row_segment(dim);
     const auto [gx, gy] = row_grid(dev, rows, seg);
-    dev.dispatch({op, &dev.pipeline("norm/rms_norm_backward", {{"SEG", std::to_string(seg)}}), &p, sizeof p,
-                  {{dy.storage()->buffer}, {x.storage()->buffer}, {w.storage()->buffer}, {r.storage()->buffer},
-                   {g.dx.storage()->buffer}, {part.storage()->buffer}},
-                  gx, gy, 1});
+    const auto& pipe = dev.pipeline("norm/rms_norm_backward",
+                                    {{"SEG", std::to_string(seg)}, {"ADD", addend_in ? "true" : "false"}});
+    wgtrain::detail::DispatchDesc d{op,
+                                    &pipe,
+                                    &p,
+                                    sizeof p,
+                                    {{dy.storage()->buffer},
+                                     {x.storage()->buffer},
+                                     {w.storage()->buffer},
+                                     {r.storage()->buffer},
+                                     {g.dx.storage()->buffer},
+                                     {part.storage()->buffer}},
+                                    gx,
+                                    gy,
+                                    1};
+    if (addend_in) d.storage.push_back({addend.storage()->buffer});
+    d.read_only = 0b1001111;  // all but dx and the parts
+    dev.dispatch(d);
   }
   g.dweight = sum(part, {0});
   return g;

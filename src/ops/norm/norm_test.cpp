@@ -38,6 +38,22 @@ TEST_P(RmsNormCases, ForwardAndBackwardMatchTheReference) {
     for (int64_t j = 0; j < dim; ++j)
       scale.data[j] += std::fabs(dy.data[r * dim + j] * x.data[r * dim + j] * want.rstd.data[r]);
   EXPECT_TRUE(all_close(gg.dweight, g.dweight, 1e-6, 1e-5, &scale)) << "dweight";
+
+  // dx joined with another gradient of x (the residual stream's) in the same pass; the addend read as a view at an
+  // offset, and left as it was.
+  const auto add = random_host(shape);
+  ref::HostTensor want_dx = g.dx;
+  for (size_t i = 0; i < want_dx.data.size(); ++i) want_dx.data[i] += add.data[i];
+  ref::HostTensor padded({x.numel() + 3});
+  std::copy(add.data.begin(), add.data.end(), padded.data.begin() + 3);
+  const Tensor addend = upload(padded).slice(0, 3, x.numel() + 3).reshape(shape);
+  const ops::RmsNormGrads joined = ops::rms_norm_backward(upload(dy), xt, wt, got.rstd, &addend);
+  ref::HostTensor dx_scale = want_dx;
+  for (size_t i = 0; i < dx_scale.data.size(); ++i)
+    dx_scale.data[i] = std::fabs(g.dx.data[i]) + std::fabs(add.data[i]);
+  EXPECT_TRUE(all_close(joined.dx, want_dx, 1e-6, 2e-5, &dx_scale)) << "dx + addend";
+  EXPECT_TRUE(all_close(joined.dweight, g.dweight, 1e-6, 1e-5, &scale)) << "dweight beside the addend";
+  EXPECT_TRUE(all_close(addend, add, 0, 0)) << "the addend is only read";
 }
 
 INSTANTIATE_TEST_SUITE_P(Awkward, RmsNormCases,
@@ -56,6 +72,8 @@ TEST(RmsNorm, StridedInputAndBadShapes) {
   const ops::RmsNorm n = ops::rms_norm(upload(xt), upload(w), 1e-5);
   EXPECT_THROW(ops::rms_norm_backward(upload(random_host({5, 5})), upload(xt), upload(w), n.rstd), ArgumentError);
   EXPECT_THROW(ops::rms_norm_backward(upload(xt), upload(xt), upload(w), upload(random_host({6}))), ArgumentError);
+  const Tensor wrong = upload(random_host({6, 5}));
+  EXPECT_THROW(ops::rms_norm_backward(upload(xt), upload(xt), upload(w), n.rstd, &wrong), ArgumentError);
 }
 
 }  // namespace

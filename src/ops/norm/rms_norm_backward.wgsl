@@ -1,9 +1,11 @@
 // The gradient of RMSNorm (rms_norm.wgsl) for rows of `dim`, given dy, x, weight and the forward's rstd:
 //   dx = rstd * dy * w - x * rstd^3 / dim * sum_j(dy_j w_j x_j)
 //   dw_part = dy * x * rstd      (each row's share of the weight's gradient; the handler sums it over rows)
-// Rows are taken by segments of SEG threads, as in the forward.
+// Rows are taken by segments of SEG threads, as in the forward. With ADD, dx also takes `addend` (the residual
+// stream's gradient from its other consumer), so that joining the two costs no pass of its own.
 //
 // @variant SEG {1|2|4|8|16|32|64|128|256} threads a row (ops/common.cpp: row_segment)
+// @variant ADD {true|false} dx = addend + the norm's gradient
 
 const WG: u32 = 256u;
 const SEG: u32 = {{SEG}}u;
@@ -17,8 +19,8 @@ struct Params {
   x_off: u32,
   w_off: u32,
   r_off: u32,
+  add_off: u32,
   _pad0: u32,
-  _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -28,6 +30,9 @@ struct Params {
 @group(0) @binding(4) var<storage, read> rstd: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(6) var<storage, read_write> dw_part: array<f32>;
+{{#ADD}}
+@group(0) @binding(7) var<storage, read> addend: array<f32>;
+{{/ADD}}
 
 {{>common/wgsum}}
 
@@ -52,7 +57,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var j = t; j < len; j = j + SEG) {
     let g = dy[p.dy_off + base + j];
     let xv = x[p.x_off + base + j];
-    dx[base + j] = r * g * weight[p.w_off + j] - xv * k;
+    var d = r * g * weight[p.w_off + j] - xv * k;
+{{#ADD}}
+    d = d + addend[p.add_off + base + j];
+{{/ADD}}
+    dx[base + j] = d;
     dw_part[base + j] = g * xv * r;
   }
 }
