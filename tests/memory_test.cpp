@@ -123,7 +123,10 @@ TEST(Memory, TheTrainersStepReportHasEveryCategory) {
   EXPECT_EQ(p[MemoryCategory::Weights], trainer.model().weight_bytes()) << describe_memory(p);
   EXPECT_EQ(p[MemoryCategory::OptimizerState], 2 * arena) << describe_memory(p);
   EXPECT_EQ(p[MemoryCategory::Gradients], arena) << describe_memory(p);
-  EXPECT_GE(p[MemoryCategory::Activations], uint64_t{2 * 16 * 256 * 4}) << describe_memory(p);  // the logits
+  // The logits [2 * 16, 256] are live at the backward's start; the backward frees each rule's saved tensors as it
+  // goes, so the peak may come later, with the logits' buffer idle in the pool: it is in the total either way.
+  EXPECT_GT(p[MemoryCategory::Activations], 0u) << describe_memory(p);
+  EXPECT_GE(p.total, trainer.model().weight_bytes() + 3 * arena + uint64_t{2 * 16 * 256 * 4}) << describe_memory(p);
   EXPECT_GT(p[MemoryCategory::Temporaries], 0u) << describe_memory(p);
   // The validation step, recorded after the report, added its own buffers to the device's.
   EXPECT_GT(dev.memory().peak.total, p.total);

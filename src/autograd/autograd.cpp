@@ -268,6 +268,11 @@ void backward(const Var& loss) {
       n->rule(g, grads);
     }
     n->grad = Tensor();  // an intermediate's gradient is not needed once passed on
+    // Nor are the tensors its rule saved: freeing them now lets the rest of the backward reuse their buffers.
+    if (!n->leaf) {
+      n->rule = nullptr;
+      n->inputs.clear();
+    }
   }
   for (const auto& n : order) {
     if (n->leaf) continue;
