@@ -268,5 +268,38 @@ TEST(Autograd, AnIntermediateNoOneHoldsIsFreedBeforeBackward) {
   for (int64_t i = 0; i < n; i += 4099) EXPECT_FLOAT_EQ(g[i], 2.5f);
 }
 
+// A norm's output and SwiGLU's are as large as their inputs and feed linears whose weight gradients need them: the
+// linears do not keep them; the backward makes them again from what the norm's and SwiGLU's own rules keep. So
+// once no Var holds them, their buffers go back during the forward, and the gradients are bit for bit those of a
+// run where a Var held them (the same kernel on the same inputs).
+TEST(Autograd, ANormsAndSwiglusOutputsAreRecomputedForTheWeightGradients) {
+  Device& dev = test::device();
+  const int64_t rows = 96, dim = 512, out = 24;  // the recomputable value: 192 KiB
+  const auto xh = random_host({rows, dim}), uh = random_host({rows, dim}), gh = random_host({dim});
+  const auto wh = random_host({out, dim}), rh = random_host({rows, out});
+  for (const bool norm : {true, false}) {
+    SCOPED_TRACE(norm ? "rms_norm" : "swiglu");
+    auto run = [&](bool hold, uint64_t& kept) {
+      const ag::Var x = ag::Var::leaf(upload(xh)), u = ag::Var::leaf(upload(uh));
+      const ag::Var gain = ag::Var::leaf(upload(gh)), w = ag::Var::leaf(upload(wh));
+      dev.release_cached_memory();
+      const uint64_t before = dev.memory().current.in_use();
+      ag::Var h = norm ? ag::rms_norm(x, gain, 1e-5) : ag::swiglu(x, u);
+      const ag::Var y = ag::linear(h, w);
+      if (!hold) h = ag::Var();
+      kept = dev.memory().current.in_use() - before;
+      ag::backward(ag::sum(ag::mul(y, ag::Var::constant(upload(rh))), {}));
+      std::vector<std::vector<float>> grads = {x.grad().to_host_f32(), w.grad().to_host_f32()};
+      grads.push_back(norm ? gain.grad().to_host_f32() : u.grad().to_host_f32());
+      return grads;
+    };
+    uint64_t held_bytes = 0, dropped_bytes = 0;
+    const auto held = run(true, held_bytes);
+    const auto dropped = run(false, dropped_bytes);
+    EXPECT_EQ(held_bytes - dropped_bytes, static_cast<uint64_t>(rows * dim * 4)) << "the output is not kept";
+    for (size_t i = 0; i < held.size(); ++i) EXPECT_EQ(held[i], dropped[i]) << "gradient " << i;
+  }
+}
+
 }  // namespace
 }  // namespace wgtrain

@@ -35,6 +35,11 @@ struct Node {
   bool takes_seed = false;  // the rule reads an undefined grad_out as 1 (cross_entropy: no multiply by one)
   std::vector<std::shared_ptr<Node>> inputs;
   Rule rule;
+  // Makes the value again from what the node's own rule keeps anyway (a norm's input, weight and rstd; SwiGLU's gate
+  // and up). Rules of later nodes ask for such a value through Grads::value instead of keeping it, so it need not
+  // live from the forward to the backward: it is made again when first asked for and dropped after this node's
+  // rule, the last to need it, has run.
+  std::function<Tensor()> recompute;
 };
 
 void accumulate(Node& n, const Tensor& g) {
@@ -57,6 +62,16 @@ void accumulate(Node& n, const Tensor& g) {
 struct Grads {
   std::vector<std::shared_ptr<Node>>& inputs;
   bool needs(size_t i) const { return inputs[i]->requires_grad; }
+  // Input i's value: `kept` where the rule kept it, else the input's own, recomputed where it was dropped.
+  Tensor value(size_t i, const Tensor& kept) {
+    if (kept.defined()) return kept;
+    Node& n = *inputs[i];
+    if (!n.value.defined()) {
+      if (!n.recompute) throw Error("autograd: an input's value was neither kept nor can be recomputed");
+      n.value = n.recompute();
+    }
+    return n.value;
+  }
   void add(size_t i, const Tensor& g) { accumulate(*inputs[i], g); }
   // A linear layer's weight gradient g^T x: added straight into the parameter's own buffer where it has one (no
   // temporary, no second add), accumulated as any gradient otherwise.
@@ -124,6 +139,15 @@ Var make(Tensor value, const std::vector<Var>& inputs, Rule rule, bool takes_see
     n->takes_seed = takes_seed;
   }
   return Var(std::move(n));
+}
+
+// What a rule keeps of an input's value: nothing where the input can make it again (Node::recompute).
+Tensor keep(const Var& v) { return v.node()->recompute ? Tensor() : v.value(); }
+
+// Marks a result's value as one its users' rules need not keep.
+Var recomputable(Var v, std::function<Tensor()> recompute) {
+  if (v.requires_grad()) v.node()->recompute = std::move(recompute);
+  return v;
 }
 
 void check(const Var& v, const char* op) {
@@ -268,16 +292,20 @@ void backward(const Var& loss) {
       n->rule(g, grads);
     }
     n->grad = Tensor();  // an intermediate's gradient is not needed once passed on
-    // Nor are the tensors its rule saved: freeing them now lets the rest of the backward reuse their buffers.
+    // Nor are the tensors its rule saved, nor a recomputed value (its users' rules have all run): freeing them now
+    // lets the rest of the backward reuse their buffers.
     if (!n->leaf) {
       n->rule = nullptr;
+      n->recompute = nullptr;
       n->inputs.clear();
+      if (n->handles == 0) n->value = Tensor();
     }
   }
   for (const auto& n : order) {
     if (n->leaf) continue;
     n->inputs.clear();
     n->rule = nullptr;
+    n->recompute = nullptr;
   }
 }
 
@@ -306,10 +334,12 @@ Var sub(const Var& a, const Var& b) {
 Var mul(const Var& a, const Var& b) {
   check(a, "mul");
   check(b, "mul");
-  const Tensor av = a.value(), bv = b.value();
-  return make(ops::mul(av, bv), {a, b}, [av, bv](const Tensor& g, Grads& gr) {
-    if (gr.needs(0)) gr.add(0, reduce_to(ops::mul(g, bv), av.shape()));
-    if (gr.needs(1)) gr.add(1, reduce_to(ops::mul(g, av), bv.shape()));
+  // Each factor is kept only for the other's gradient (LoRA's dropout mask times its input keeps neither input).
+  const Shape sa = a.shape(), sb = b.shape();
+  const Tensor av = b.requires_grad() ? keep(a) : Tensor(), bv = a.requires_grad() ? keep(b) : Tensor();
+  return make(ops::mul(a.value(), b.value()), {a, b}, [av, bv, sa, sb](const Tensor& g, Grads& gr) {
+    if (gr.needs(0)) gr.add(0, reduce_to(ops::mul(g, gr.value(1, bv)), sa));
+    if (gr.needs(1)) gr.add(1, reduce_to(ops::mul(g, gr.value(0, av)), sb));
   });
 }
 
@@ -334,11 +364,14 @@ Var swiglu(const Var& gate, const Var& up) {
   check(gate, "swiglu");
   check(up, "swiglu");
   const Tensor gv = gate.value(), uv = up.value();
-  return make(ops::swiglu(gv, uv), {gate, up}, [gv, uv](const Tensor& g, Grads& gr) {
-    ops::SwigluGrads d = ops::swiglu_backward(g, gv, uv);
-    if (gr.needs(0)) gr.add(0, d.dgate);
-    if (gr.needs(1)) gr.add(1, d.dup);
-  });
+  // The output (the down projection's input, as large as gate) is made again for down's weight gradient.
+  return recomputable(make(ops::swiglu(gv, uv), {gate, up},
+                           [gv, uv](const Tensor& g, Grads& gr) {
+                             ops::SwigluGrads d = ops::swiglu_backward(g, gv, uv);
+                             if (gr.needs(0)) gr.add(0, d.dgate);
+                             if (gr.needs(1)) gr.add(1, d.dup);
+                           }),
+                      [gv, uv] { return ops::swiglu(gv, uv); });
 }
 
 Var rsqrt(const Var& x) {
@@ -393,7 +426,9 @@ Var rms_norm(const Var& x, const Var& weight, double eps) {
   const Tensor xv = x.value(), wv = weight.value();
   ops::RmsNorm n = ops::rms_norm(xv, wv, eps);
   const Tensor rstd = n.rstd;
-  return make(n.y, {x, weight}, [xv, wv, rstd](const Tensor& g, Grads& gr) {
+  // The output (the next linears' input) is made again from what the rule keeps, for their weight gradients.
+  const std::function<Tensor()> again = [xv, wv, eps] { return ops::rms_norm(xv, wv, eps).y; };
+  return recomputable(make(n.y, {x, weight}, [xv, wv, rstd](const Tensor& g, Grads& gr) {
     Tensor dweight;
     // x is the residual stream: its gradient from the residual add joins the norm's in the kernel's pass.
     gr.add_joined(0, [&](const Tensor* addend) {
@@ -403,7 +438,7 @@ Var rms_norm(const Var& x, const Var& weight, double eps) {
     });
     if (!dweight.defined()) dweight = ops::rms_norm_backward(g, xv, wv, rstd).dweight;
     gr.add(1, dweight);
-  });
+  }), again);
 }
 
 Var rope(const Var& x, const Tensor& cos, const Tensor& sin, double scale) {
@@ -449,14 +484,16 @@ Var attention(const Var& q, const Var& k, const Var& v, double scale) {
 Var linear(const Var& x, const Var& weight) {
   check(x, "linear");
   check(weight, "linear");
-  const Tensor xv = x.value(), wv = weight.value();
-  return make(ops::linear(xv, wv), {x, weight}, [xv, wv](const Tensor& g, Grads& gr) {
+  const Tensor wv = weight.value();
+  const Tensor xv = weight.requires_grad() ? keep(x) : Tensor();
+  const Shape xs = x.shape();
+  return make(ops::linear(x.value(), wv), {x, weight}, [xv, wv, xs](const Tensor& g, Grads& gr) {
     if (gr.needs(0)) {
       const int64_t n = g.size(-1);
       const Tensor g2 = ops::contiguous(g).reshape({-1, n});
-      gr.add(0, ops::mm(g2, wv).reshape(xv.shape()));
+      gr.add(0, ops::mm(g2, wv).reshape(xs));
     }
-    if (gr.needs(1)) gr.add_linear_dW(1, g, xv);
+    if (gr.needs(1)) gr.add_linear_dW(1, g, gr.value(0, xv));
   });
 }
 
@@ -466,11 +503,11 @@ Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent) {
   if (latent.shape() != Shape{w.out_features(), w.in_features})
     throw ArgumentError("autograd::linear_q4gsw: latent " + shape_str(latent.shape()) + " is not the weight's [" +
                         std::to_string(w.out_features()) + ", " + std::to_string(w.in_features) + "]");
-  const Tensor xv = x.value();
-  return make(ops::linear_q4gsw(xv, w), {x, latent}, [xv, w](const Tensor& g, Grads& gr) {
+  const Tensor xv = latent.requires_grad() ? keep(x) : Tensor();
+  return make(ops::linear_q4gsw(x.value(), w), {x, latent}, [xv, w](const Tensor& g, Grads& gr) {
     if (gr.needs(0)) gr.add_linear_q4gsw_backward(0, g, w);
     // Straight through: the gradient of the dequantised weight goes to the latent unchanged.
-    if (gr.needs(1)) gr.add_linear_dW(1, g, xv);
+    if (gr.needs(1)) gr.add_linear_dW(1, g, gr.value(0, xv));
   });
 }
 

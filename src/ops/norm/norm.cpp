@@ -9,6 +9,8 @@ using namespace detail;
 
 namespace {
 
+constexpr int64_t kNormParts = 1024;  // rms_norm_backward's partial sums of the weight's gradient, at most
+
 struct alignas(16) NormParams {
   uint32_t rows, dim, x_off, w_off;
   float eps;
@@ -76,13 +78,17 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
   const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
   RmsNormGrads g;
   g.dx = new_tensor(dev, x.shape(), DType::F32);
-  const Tensor part = new_tensor(dev, {rows, dim}, DType::F32);
+  // Each segment sums the weight's gradient over per_seg rows into one part: about kNormParts parts (enough
+  // segments to fill the GPU), summed below, where one part a row would write and read the whole [rows, dim] again.
+  const int64_t per_seg = std::max<int64_t>(1, (rows + kNormParts - 1) / kNormParts);
+  const int64_t segs = (rows + per_seg - 1) / per_seg;
+  const Tensor part = new_tensor(dev, {segs, dim}, DType::F32);
   if (rows > 0 && dim > 0) {
     NormBackwardParams p{u32(rows, "rows"),        u32(dim, "dim"),          u32(dy.offset(), "offset"),
                          u32(x.offset(), "offset"), u32(w.offset(), "offset"), u32(r.offset(), "offset"),
-                         addend_in ? u32(addend.offset(), "offset") : 0u, 0};
+                         addend_in ? u32(addend.offset(), "offset") : 0u, u32(per_seg, "rows a segment")};
     const uint32_t seg = row_segment(dim);
-    const auto [gx, gy] = row_grid(dev, rows, seg);
+    const auto [gx, gy] = row_grid(dev, segs, seg);
     const auto& pipe = dev.pipeline("norm/rms_norm_backward",
                                     {{"SEG", std::to_string(seg)}, {"ADD", addend_in ? "true" : "false"}});
     wgtrain::detail::DispatchDesc d{op,

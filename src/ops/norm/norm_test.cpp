@@ -58,7 +58,9 @@ TEST_P(RmsNormCases, ForwardAndBackwardMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Awkward, RmsNormCases,
                          ::testing::Values(Shape{1}, Shape{1, 7}, Shape{3, 4, 5}, Shape{37, 128}, Shape{5, 1000},
-                                           Shape{2, 3, 257}, Shape{301, 24}, Shape{1, 4099}));
+                                           Shape{2, 3, 257}, Shape{301, 24}, Shape{1, 4099},
+                                           // several rows a segment, the last segment short
+                                           Shape{2050, 3}, Shape{1101, 640}, Shape{5, 410, 7}));
 
 TEST(RmsNorm, StridedInputAndBadShapes) {
   const auto x = random_host({6, 5}), w = random_host({6}, 0.5, 1.5);

@@ -1,8 +1,10 @@
 // The gradient of RMSNorm (rms_norm.wgsl) for rows of `dim`, given dy, x, weight and the forward's rstd:
 //   dx = rstd * dy * w - x * rstd^3 / dim * sum_j(dy_j w_j x_j)
-//   dw_part = dy * x * rstd      (each row's share of the weight's gradient; the handler sums it over rows)
-// Rows are taken by segments of SEG threads, as in the forward. With ADD, dx also takes `addend` (the residual
-// stream's gradient from its other consumer), so that joining the two costs no pass of its own.
+//   dw_part = sum over the segment's rows of dy * x * rstd   (the handler sums the parts)
+// Rows are taken by segments of SEG threads, as in the forward, `per_seg` consecutive rows a segment, so that the
+// weight's gradient leaves as one partial row a segment, not one a row (each thread adds into its own entries of
+// its segment's part, which stay in cache). With ADD, dx also takes `addend` (the residual stream's gradient from
+// its other consumer), so that joining the two costs no pass of its own.
 //
 // @variant SEG {1|2|4|8|16|32|64|128|256} threads a row (ops/common.cpp: row_segment)
 // @variant ADD {true|false} dx = addend + the norm's gradient
@@ -20,7 +22,7 @@ struct Params {
   w_off: u32,
   r_off: u32,
   add_off: u32,
-  _pad0: u32,
+  per_seg: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -39,29 +41,37 @@ struct Params {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
-  let row = segment_index(wid, nwg, lid);
-  let valid = row < p.rows;
+  let seg = segment_index(wid, nwg, lid);
   let t = lid.x % SEG;
-  let len = select(0u, p.dim, valid);
-  let base = row * p.dim;
-  var dot = 0.0;
-  for (var j = t; j < len; j = j + SEG) {
-    dot = dot + dy[p.dy_off + base + j] * weight[p.w_off + j] * x[p.x_off + base + j];
-  }
-  let total = workgroup_sum(lid.x, dot);
-  if (!valid) {
-    return;
-  }
-  let r = rstd[p.r_off + row];
-  let k = r * r * r / f32(p.dim) * total;
-  for (var j = t; j < len; j = j + SEG) {
-    let g = dy[p.dy_off + base + j];
-    let xv = x[p.x_off + base + j];
-    var d = r * g * weight[p.w_off + j] - xv * k;
+  let part = seg * p.dim;
+  // Every segment of the workgroup runs per_seg rounds (workgroup_sum needs them all); past the last row, none.
+  for (var i = 0u; i < p.per_seg; i = i + 1u) {
+    let row = seg * p.per_seg + i;
+    let valid = row < p.rows;
+    let len = select(0u, p.dim, valid);
+    let base = row * p.dim;
+    var dot = 0.0;
+    for (var j = t; j < len; j = j + SEG) {
+      dot = dot + dy[p.dy_off + base + j] * weight[p.w_off + j] * x[p.x_off + base + j];
+    }
+    let total = workgroup_sum(lid.x, dot);
+    if (valid) {
+      let r = rstd[p.r_off + row];
+      let k = r * r * r / f32(p.dim) * total;
+      for (var j = t; j < len; j = j + SEG) {
+        let g = dy[p.dy_off + base + j];
+        let xv = x[p.x_off + base + j];
+        var d = r * g * weight[p.w_off + j] - xv * k;
 {{#ADD}}
-    d = d + addend[p.add_off + base + j];
+        d = d + addend[p.add_off + base + j];
 {{/ADD}}
-    dx[base + j] = d;
-    dw_part[base + j] = g * xv * r;
+        dx[base + j] = d;
+        if (i == 0u) {
+          dw_part[part + j] = g * xv * r;
+        } else {
+          dw_part[part + j] = dw_part[part + j] + g * xv * r;
+        }
+      }
+    }
   }
 }
