@@ -5,6 +5,10 @@
 //
 // The whole pass is ordinary op calls, so a forward and backward issued inside Device::record are recorded once
 // and replayed every step.
+//
+// Memory: a value lives while a Var holds it or a rule saved it. backward() frees each rule, and what it saved, as
+// soon as it has run. The outputs of rms_norm and swiglu are not saved by the linears that read them: the backward
+// makes them again (the same kernel on the same inputs, so the same bits) for those linears' weight gradients.
 #pragma once
 
 #include <cstdint>
