@@ -62,10 +62,10 @@ MemoryEstimate estimate_training_memory(const LlamaConfig& c, int64_t batch, int
     auto linear = [&](double n, double k) { return n * std::ceil(k / 8) * 4 + n * std::ceil(k / g) * 4; };
     q4 += L * (linear(qd, D) + 2 * linear(kv, D) + linear(D, qd) + 2 * linear(F, D) + linear(D, F));
   }
-  // What the tape must keep per layer for the backward, at the least: the layer's input and its two normed copies,
-  // the rotated q, k and v, the attention output and its per-query logsumexp (fused attention keeps no [T, T]
-  // scores), gate, up and their product.
-  const double per_token = 3 * D + 2 * qd + 2 * kv + 3 * F;
+  // What the tape must keep per layer for the backward, at the least: the inputs of the layer's two norms, the
+  // rotated q, k and v, the attention output and its per-query logsumexp (fused attention keeps no [T, T] scores),
+  // gate and up. (The normed copies and gate and up's product are made again in the backward.)
+  const double per_token = 2 * D + 2 * qd + 2 * kv + 2 * F;
   const double activations = 4 * L * B * T * (per_token + H);
   e.device_bytes = 4 * e.arena_bytes + q4 + activations + e.logits_bytes;
   // A checkpoint save holds the weights and both moments on the host three times over: downloaded, copied into
