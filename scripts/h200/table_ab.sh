@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # On the GPU machine (after `BEFORE=<older build> scripts/h200/prepare.sh` here): a change measured against the
 # build before it and beside `transformers`, in one call short enough for what is left of a session's device time,
-# each result printed as it comes (a call cut short still reports what it finished). In order: 1. both builds'
-# steps in each precision, alternated (ROUNDS, default 2); 2. the dump and the `transformers` rows
-# (bench/torch_hf_llama.py: fp32 eager, fp32 SDPA, bf16 autocast), the same batch and FLOP formula; 3. both builds'
-# mixed steps profiled per op; 4. TESTS (a gtest filter) on this GPU, poisoned outputs. Into $OUT/tab/, then
-# $OUT/tab.tar.gz. (No 300-step runs: scripts/h200/step_n.sh has them.)
+# each result printed as it comes (a call cut short still reports what it finished). In order: 1. TESTS (a gtest
+# filter) on this GPU, poisoned outputs; 2. both builds' steps in each precision, alternated; 3. the dump and the
+# `transformers` rows (bench/torch_hf_llama.py: fp32 eager, fp32 SDPA, bf16 autocast), the same batch and FLOP
+# formula; 4. both builds' mixed steps profiled per op; 5. more rounds of 2. (ROUNDS in all, default 2). Into
+# $OUT/tab/, then $OUT/tab.tar.gz. (No 300-step runs: scripts/h200/step_n.sh has them.)
 set -uo pipefail
 source scripts/h200/env.sh
 out=${OUT:-/tmp}
@@ -14,16 +14,22 @@ quiet() { grep -v "^Warning\|^    at"; }
 bin_of() { if [ "$1" = before ]; then echo .carry/wgtrain_before; else echo .carry/wgtrain; fi; }
 step_line() { grep -hE "^train_step  |GPU memory|losses of" "$1" | tail -3 | cut -c1-170; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$d/gpu.txt"
-for r in $(seq 1 "${ROUNDS:-2}"); do
+if [ -n "${TESTS:-}" ]; then
+  WGTRAIN_POISON=1 timeout "${TESTS_TIMEOUT:-60}" .carry/wgtrain_tests --gtest_filter="$TESTS:-Cli.*" 2>&1 | quiet \
+    > "$d/tests.log"
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|Failure" "$d/tests.log" | head -12
+fi
+ab_round() {
   for p in mixed fp32; do
     for which in before after; do
-      log="$d/ab_${p}_$which-$r.log"
-      timeout 60 "$(bin_of $which)" bench --precision "$p" --only train_step --json "$d/ab_${p}_$which-$r.json" 2>&1 |
+      log="$d/ab_${p}_$which-$1.log"
+      timeout 60 "$(bin_of $which)" bench --precision "$p" --only train_step --json "$d/ab_${p}_$which-$1.json" 2>&1 |
         quiet > "$log"
-      echo "== $p $which $r" && step_line "$log"
+      echo "== $p $which $1" && step_line "$log"
     done
   done
-done
+}
+ab_round 1
 dump=/tmp/train-dump && rm -rf "$dump" && mkdir -p "$dump"
 timeout 60 .carry/wgtrain bench --only train_step --json "$d/webgpu_dump.json" --dump "$dump" 2>&1 | quiet \
   > "$d/webgpu_dump.log"
@@ -34,9 +40,5 @@ for which in after before; do
     > "$d/profile_mixed_$which.log"
   echo "== profile mixed $which" && grep -E "^attention|^rms_norm|^sum|^add|^swiglu" "$d/profile_mixed_$which.log"
 done
-if [ -n "${TESTS:-}" ]; then
-  WGTRAIN_POISON=1 timeout "${TESTS_TIMEOUT:-60}" .carry/wgtrain_tests --gtest_filter="$TESTS:-Cli.*" 2>&1 | quiet \
-    > "$d/tests.log"
-  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|Failure" "$d/tests.log" | head -12
-fi
+for r in $(seq 2 "${ROUNDS:-2}"); do ab_round "$r"; done
 tar czf "$out/tab.tar.gz" -C "$out" tab
