@@ -178,8 +178,7 @@ struct alignas(16) AttentionParams {
   uint32_t batch, time, keys, heads, kv_heads, head_dim, offset, blocks;
   uint32_t q[4], k[4], v[4], g[4];  // element offset, then strides of batch, time, head
   float scale;
-  uint32_t parts;  // backward_dkv_sm's workgroups a key block, each summing its share of the block's query tiles
-  uint32_t pad[2];
+  uint32_t pad[3];
 };
 
 constexpr int64_t kRows = 64;  // queries (keys in the dK/dV kernel) per workgroup: the kernels' WG
@@ -278,7 +277,6 @@ AttentionParams params_of(const Dims& d, int64_t blocks, const Tensor& q, const 
   fill_view(p.k, k);
   fill_view(p.v, v);
   p.scale = static_cast<float>(scale);
-  p.parts = 1;
   u32(d.B * d.L * d.KV * d.hd, "key elements");
   u32(d.B * d.T * d.H * d.hd, "query elements");
   return p;
@@ -381,28 +379,14 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q_in, const 
                      {lse.storage()->buffer}, {delta.storage()->buffer}, {r.dq.storage()->buffer}},
                     qx, qy, 1});
     p.blocks = u32((d.L + kRows - 1) / kRows, "blocks");
-    // The first key block's workgroup runs every query tile of every head its KV head serves, the last one a tile a
-    // head: cut each block's sequence in two where it is longer than a dQ workgroup's (more than one head, or more
-    // than one query tile), and sum the halves' partial dK and dV after.
-    const int64_t tiles = (d.T + attention_sm_tile(d.hd) - 1) / attention_sm_tile(d.hd);
-    const bool fits = 2 * d.B * d.L * d.KV * d.hd <= int64_t{UINT32_MAX};  // the partials' element indices
-    p.parts = (d.H / d.KV) * tiles >= 4 && fits ? 2 : 1;
-    const auto [kx, ky] = dev.grid(static_cast<uint64_t>(d.B * d.KV * p.blocks * p.parts));
-    const Tensor dk = p.parts > 1 ? new_tensor(dev, {p.parts, d.B, d.L, d.KV, d.hd}, DType::F32) : r.dk;
-    const Tensor dv = p.parts > 1 ? new_tensor(dev, {p.parts, d.B, d.L, d.KV, d.hd}, DType::F32) : r.dv;
-    if (attention_backward_parts & kBackwardDkv) {
+    const auto [kx, ky] = dev.grid(static_cast<uint64_t>(d.B * d.KV * p.blocks));
+    if (attention_backward_parts & kBackwardDkv)
       dev.dispatch({"attention_backward (dk, dv)", &dev.pipeline("attention/backward_dkv_sm", sm_defs(d.hd)), &p,
                     sizeof p,
                     {{q.storage()->buffer}, {k.storage()->buffer}, {v.storage()->buffer}, {g.storage()->buffer},
-                     {lse.storage()->buffer}, {delta.storage()->buffer}, {dk.storage()->buffer},
-                     {dv.storage()->buffer}},
+                     {lse.storage()->buffer}, {delta.storage()->buffer}, {r.dk.storage()->buffer},
+                     {r.dv.storage()->buffer}},
                     kx, ky, 1});
-      if (p.parts > 1) {
-        const int64_t n = d.B * d.L * d.KV * d.hd;
-        r.dk = add(dk.reshape({2 * n}).slice(0, 0, n), dk.reshape({2 * n}).slice(0, n, 2 * n)).reshape(k_in.shape());
-        r.dv = add(dv.reshape({2 * n}).slice(0, 0, n), dv.reshape({2 * n}).slice(0, n, 2 * n)).reshape(k_in.shape());
-      }
-    }
     return r;
   }
   const Tensor delta = new_tensor(dev, {d.B, d.H, d.T}, DType::F32);

@@ -7,10 +7,7 @@
 //   into the same f16 rows; dK += dS^T Q.
 // The (head, query tile) pairs run as one sequence, the next pair's tiles loaded into registers during the current
 // one's products (sm_tiles's prefetch; H200, the step's shape: 0.58 ms a layer without it).
-// With p.parts > 1 the sequence is cut into that many near-equal runs, one a workgroup, each writing its own partial
-// dK and dV (the handler sums them): the earliest key block sees every query tile of every head the KV head serves,
-// the last one a tile a head, so without the cut the first blocks' workgroups alone set the kernel's time.
-// dk = 2^e dK, dv = 2^e dV (the scale is already in the staged q), written [parts, B, L, KV, hd] (dense). 2^e as
+// dk = 2^e dK, dv = 2^e dV (the scale is already in the staged q), written [B, L, KV, hd] (dense). 2^e as
 // backward_dq_sm.wgsl takes it. Needs what forward_sm.wgsl needs.
 //
 // @variant HD {16|32|48|64|80|96|112|128} head_dim
@@ -74,12 +71,11 @@ fn fetch_qg(li: u32, b: u32, h: u32, t0: u32, down: f32, qn: ptr<function, array
 fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
   let wg = wid.x + wid.y * nwg.x;
-  let bg = wg / (p.blocks * p.parts);
+  let bg = wg / p.blocks;
   if (bg >= p.batch * p.kv_heads) {
     return;  // past the grid's last workgroup (uniform: the whole workgroup leaves)
   }
-  let block = (wg / p.parts) % p.blocks;  // the earliest keys (seen by the most queries) first
-  let part = wg % p.parts;
+  let block = wg % p.blocks;  // the earliest keys (seen by the most queries) first
   let b = bg / p.kv_heads;
   let g = bg % p.kv_heads;
   let j0 = block * BM;
@@ -134,17 +130,12 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   // The tiles, query head by query head (hi) and BN queries at a time (t0), as one sequence so that the next tile's
   // Q and dO (and lse and D, a lane each) are in registers during the current one's products (sm_tiles's prefetch).
   let tiles = select(0u, (p.time - first + BN - 1u) / BN, first < p.time);
-  // This workgroup's run of the sequence: [begin, end).
-  let begin = part * group * tiles / p.parts;
-  let end = (part + 1u) * group * tiles / p.parts;
   var qn: array<vec4<f16>, NL>;
   var gn: array<vec4<f16>, NL>;
   var ln = 0.0;
   var dn = 0.0;
-  if (begin < end) {
-    fetch_qg(li, b, g * group + begin / tiles, first + (begin % tiles) * BN, down, &qn, &gn, &ln, &dn);
-  }
-  for (var it = begin; it < end; it = it + 1u) {
+  fetch_qg(li, b, g * group, first, down, &qn, &gn, &ln, &dn);
+  for (var it = 0u; it < group * tiles; it = it + 1u) {
     let t0 = first + (it % tiles) * BN;
     workgroupBarrier();  // the previous tile's Q, dO and dS^T are no longer read
     stage_regs(li, &qn, &gn);
@@ -153,7 +144,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
       ds[li] = dn;
     }
     workgroupBarrier();
-    if (it + 1u < end) {
+    if (it + 1u < group * tiles) {
       fetch_qg(li, b, g * group + (it + 1u) / tiles, first + ((it + 1u) % tiles) * BN, down, &qn, &gn, &ln, &dn);
     }
     // S^T = K Q^T (Q^T's fragments column-major from the [query][d] tile).
@@ -210,7 +201,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     }
   }
   // dk = 2^e dK, dv = 2^e dV, OC columns at a time through the scratch.
-  let ke = (((part * p.batch + b) * p.keys + key) * p.kv_heads + g) * p.head_dim / 4u;
+  let ke = ((b * p.keys + key) * p.kv_heads + g) * p.head_dim / 4u;
   for (var c0 = 0u; c0 < HD; c0 = c0 + OC) {
     workgroupBarrier();  // the scratch's last reads are done
     for (var j = 0u; j < OC / 16u; j = j + 1u) {

@@ -20,7 +20,7 @@ struct Params {
   v_off: u32, v_sb: u32, v_st: u32, v_sh: u32,
   g_off: u32, g_sb: u32, g_st: u32, g_sh: u32,
   scale: f32,      // the scores are scale * q.k
-  parts: u32,      // the dK/dV kernel's workgroups a key block (backward_dkv_sm.wgsl)
+  _pad0: u32,
   _pad1: u32,
   _pad2: u32,
 }
