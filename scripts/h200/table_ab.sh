@@ -13,7 +13,10 @@ d=$out/tab && rm -rf "$d" && mkdir -p "$d"
 quiet() { grep -v "^Warning\|^    at"; }
 bin_of() { if [ "$1" = before ]; then echo .carry/wgtrain_before; else echo .carry/wgtrain; fi; }
 step_line() { grep -hE "^train_step  |GPU memory|losses of" "$1" | tail -3 | cut -c1-170; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$d/gpu.txt"
+# The card, its clocks now and at most, and the PyTorch stack (run (v)'s autocast row was 1.76x run (t)'s, unexplained).
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit --format=csv,noheader |
+  tee "$d/gpu.txt"
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)" 2>&1 | tee -a "$d/gpu.txt"
 if [ -n "${TESTS:-}" ]; then
   WGTRAIN_POISON=1 timeout "${TESTS_TIMEOUT:-60}" .carry/wgtrain_tests --gtest_filter="$TESTS:-Cli.*" 2>&1 | quiet \
     > "$d/tests.log"
