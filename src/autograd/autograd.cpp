@@ -293,19 +293,11 @@ void backward(const Var& loss) {
     }
     n->grad = Tensor();  // an intermediate's gradient is not needed once passed on
     // Nor are the tensors its rule saved, nor a recomputed value (its users' rules have all run): freeing them now
-    // lets the rest of the backward reuse their buffers.
-    if (!n->leaf) {
-      n->rule = nullptr;
-      n->recompute = nullptr;
-      n->inputs.clear();
-      if (n->handles == 0) n->value = Tensor();
-    }
-  }
-  for (const auto& n : order) {
-    if (n->leaf) continue;
-    n->inputs.clear();
+    // lets the rest of the backward reuse their buffers. (A node with a rule is never a leaf.)
     n->rule = nullptr;
     n->recompute = nullptr;
+    n->inputs.clear();
+    if (n->handles == 0) n->value = Tensor();
   }
 }
 
