@@ -10,6 +10,7 @@
 #include <numeric>
 #include <unordered_set>
 
+#include "gpu/device_impl.h"
 #include "wgtrain/attention.h"
 #include "wgtrain/error.h"
 #include "wgtrain/fused_ce.h"
@@ -40,7 +41,17 @@ struct Node {
   // live from the forward to the backward: it is made again when first asked for and dropped after this node's
   // rule, the last to need it, has run.
   std::function<Tensor()> recompute;
+  // What the device derived from the dropped value (the mixed GEMMs' maxima of its rows and columns), handed to the
+  // value made again, whose bits are the same: the weight gradients do not reduce it a second time.
+  wgtrain::detail::DerivedCarry derived;
 };
+
+// Drops a node's value; one that can be made again leaves what the device derived from it with the node.
+void drop_value(Node& n) {
+  if (n.recompute && n.value.defined() && n.value.storage())
+    n.derived = n.value.device_impl().take_derived(n.value.storage()->buffer, n.value.offset());
+  n.value = Tensor();
+}
 
 void accumulate(Node& n, const Tensor& g) {
   if (!n.requires_grad || !g.defined()) return;
@@ -69,6 +80,9 @@ struct Grads {
     if (!n.value.defined()) {
       if (!n.recompute) throw Error("autograd: an input's value was neither kept nor can be recomputed");
       n.value = n.recompute();
+      if (!n.derived.empty())
+        n.value.device_impl().give_derived(n.value.storage()->buffer, n.value.offset(), std::move(n.derived));
+      n.derived = {};
     }
     return n.value;
   }
@@ -246,7 +260,7 @@ Var::~Var() { release(); }
 
 void Var::release() noexcept {
   if (!node_) return;
-  if (--node_->handles == 0 && !node_->leaf) node_->value = Tensor();
+  if (--node_->handles == 0 && !node_->leaf) detail::drop_value(*node_);
   node_.reset();
 }
 
@@ -296,6 +310,7 @@ void backward(const Var& loss) {
     // lets the rest of the backward reuse their buffers. (A node with a rule is never a leaf.)
     n->rule = nullptr;
     n->recompute = nullptr;
+    n->derived = {};
     n->inputs.clear();
     if (n->handles == 0) n->value = Tensor();
   }

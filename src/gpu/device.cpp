@@ -204,8 +204,30 @@ void DeviceImpl::forget_all_derived() {
   const auto scratch = std::move(scratch_);
   derived_.clear();
   derived_entries_ = 0;
+  ++derived_epoch_;
   scratch_.reset();
   scratch_used_ = 0;
+}
+
+DerivedCarry DeviceImpl::take_derived(BufferHandle buffer, int64_t offset) {
+  DerivedCarry carry{derived_epoch_, offset, {}};
+  auto it = derived_.find(buffer);
+  if (it == derived_.end()) return carry;
+  carry.entries = std::move(it->second);
+  derived_.erase(it);
+  derived_entries_ -= carry.entries.size();
+  return carry;
+}
+
+void DeviceImpl::give_derived(BufferHandle buffer, int64_t offset, DerivedCarry carry) {
+  if (carry.epoch != derived_epoch_) return;
+  for (auto& [key, value] : carry.entries) {
+    key.buffer = buffer;
+    key.view[0] += offset - carry.offset;  // every kind's view starts with its offset (DerivedKey::view)
+    if (derived_entries_ == kDerivedEntries) return;
+    derived_[buffer].emplace_back(key, std::move(value));
+    ++derived_entries_;
+  }
 }
 
 DerivedValue DeviceImpl::zeroed_scratch(int64_t floats, const std::function<void(const std::shared_ptr<Storage>&)>& zero) {

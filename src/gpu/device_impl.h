@@ -64,12 +64,20 @@ struct DispatchDesc {
 struct DerivedKey {
   BufferHandle buffer = nullptr;
   uint32_t kind = 0;                  // what was computed (the caller's numbering)
-  std::array<int64_t, 7> view = {};   // offset, sizes and strides of the view, as the caller lays them out
+  std::array<int64_t, 7> view = {};   // offset (first: give_derived moves it), sizes and strides of the view
   bool operator==(const DerivedKey&) const = default;
 };
 struct DerivedValue {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // elements
+};
+// What the derived cache held for a buffer whose contents will be made again, bit for bit, in another buffer (an
+// autograd value dropped in the forward and recomputed in the backward: DeviceImpl::take_derived, give_derived).
+struct DerivedCarry {
+  uint64_t epoch = 0;     // the cache's generation when taken: nothing carries across a reset (or a recording's edge)
+  int64_t offset = 0;     // the contents' offset in their old buffer, in elements
+  std::vector<std::pair<DerivedKey, DerivedValue>> entries;
+  bool empty() const { return entries.empty(); }
 };
 
 // Work recorded by Device::record for replay: dispatches with their parameter blocks, and copies. The backend
@@ -180,6 +188,12 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   void remember_derived(const DerivedKey& key, DerivedValue value);
   void forget_derived(BufferHandle buffer);
   void forget_all_derived();
+  // Takes out what the cache holds for `buffer`, whose contents start at element `offset` (nothing, if anything may
+  // have written it since). give_derived hands it to a buffer that now holds the same contents at element `offset`,
+  // unless the cache was reset in between (entry overflow, release_cached_memory, a recording's start, end or
+  // replay). The caller vouches that the bits are the same: the same kernel on the same inputs.
+  DerivedCarry take_derived(BufferHandle buffer, int64_t offset);
+  void give_derived(BufferHandle buffer, int64_t offset, DerivedCarry carry);
 
   // ---- GPU-side index checks ----------------------------------------------------------------------------------
   // A kernel that may meet an out-of-range index atomically ORs its bit into index_error_buffer() instead of
@@ -223,6 +237,7 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   static constexpr size_t kDerivedEntries = 1024;
   std::unordered_map<BufferHandle, std::vector<std::pair<DerivedKey, DerivedValue>>> derived_;
   size_t derived_entries_ = 0;
+  uint64_t derived_epoch_ = 0;  // counts forget_all_derived
   static constexpr int64_t kScratchFloats = int64_t{1} << 20;  // an arena of 4 MiB: a training step uses a few
   std::shared_ptr<Storage> scratch_;
   int64_t scratch_used_ = 0;
