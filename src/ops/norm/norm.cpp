@@ -1,4 +1,7 @@
 // rms_norm and rms_norm_backward (rms_norm.wgsl, rms_norm_backward.wgsl).
+#include <algorithm>
+#include <initializer_list>
+
 #include "ops/common.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
@@ -9,15 +12,18 @@ using namespace detail;
 
 namespace {
 
-constexpr int64_t kNormParts = 1024;  // rms_norm_backward's partial sums of the weight's gradient, at most
+// rms_norm_backward's partial sums of the weight's gradient: kNormParts (where there are as many rows), up to twice
+// as many where its segments are narrow, to keep about kNormThreads threads busy.
+constexpr int64_t kNormParts = 1024, kNormThreads = 131072;
 
 struct alignas(16) NormParams {
-  uint32_t rows, dim, x_off, w_off;
+  uint32_t rows, dim, x_off, w_off;  // dim and the offsets in elements of the kernel's T (float or vec4)
   float eps;
-  uint32_t pad0, pad1, pad2;
+  uint32_t elems, pad1, pad2;        // elems: a row's floats
 };
 struct alignas(16) NormBackwardParams {
-  uint32_t rows, dim, dy_off, x_off, w_off, r_off, add_off, pad0;
+  uint32_t rows, dim, dy_off, x_off, w_off, r_off, add_off, per_seg;  // as NormParams; r_off in floats
+  uint32_t elems, pad0, pad1, pad2;
 };
 
 void check_weight(const char* op, const Tensor& x, const Tensor& weight) {
@@ -28,6 +34,14 @@ void check_weight(const char* op, const Tensor& x, const Tensor& weight) {
   if (weight.rank() != 1 || weight.size(0) != x.size(-1))
     throw ArgumentError(std::string(op) + ": weight " + shape_str(weight.shape()) + " must be [" +
                         std::to_string(x.size(-1)) + "], the input's last dim");
+}
+
+// 4 where rows of `dim` floats at these offsets (in floats) are whole vec4s: the kernels then move 16 bytes a load.
+int64_t vec_width(int64_t dim, std::initializer_list<int64_t> offsets) {
+  if (dim % 4 != 0) return 1;
+  for (int64_t off : offsets)
+    if (off % 4 != 0) return 1;
+  return 4;
 }
 
 }  // namespace
@@ -42,11 +56,21 @@ RmsNorm rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {
   out.y = new_tensor(dev, x.shape(), DType::F32);
   out.rstd = new_tensor(dev, Shape(x.shape().begin(), x.shape().end() - 1), DType::F32);
   if (rows == 0 || dim == 0) return out;
-  NormParams p{u32(rows, "rows"), u32(dim, "dim"), u32(x.offset(), "offset"), u32(w.offset(), "offset"),
-               static_cast<float>(eps), 0, 0, 0};
-  const uint32_t seg = row_segment(dim);
+  const int64_t v = vec_width(dim, {x.offset(), w.offset()});
+  NormParams p{u32(rows, "rows"),
+               u32(dim / v, "dim"),
+               u32(x.offset() / v, "offset"),
+               u32(w.offset() / v, "offset"),
+               static_cast<float>(eps),
+               u32(dim, "dim"),
+               0,
+               0};
+  const uint32_t seg = row_segment(dim / v);
   const auto [gx, gy] = row_grid(dev, rows, seg);
-  dev.dispatch({"rms_norm", &dev.pipeline("norm/rms_norm", {{"SEG", std::to_string(seg)}}), &p, sizeof p,
+  const auto& pipe = dev.pipeline("norm/rms_norm", {{"SEG", std::to_string(seg)},
+                                                    {"T", v == 4 ? "vec4<f32>" : "f32"},
+                                                    {"V4", v == 4 ? "true" : "false"}});
+  dev.dispatch({"rms_norm", &pipe, &p, sizeof p,
                 {{x.storage()->buffer}, {w.storage()->buffer}, {out.y.storage()->buffer}, {out.rstd.storage()->buffer}},
                 gx, gy, 1});
   return out;
@@ -78,19 +102,32 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
   const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
   RmsNormGrads g;
   g.dx = new_tensor(dev, x.shape(), DType::F32);
-  // Each segment sums the weight's gradient over per_seg rows into one part: about kNormParts parts (enough
-  // segments to fill the GPU), summed below, where one part a row would write and read the whole [rows, dim] again.
-  const int64_t per_seg = std::max<int64_t>(1, (rows + kNormParts - 1) / kNormParts);
+  const int64_t v = vec_width(dim, {dy.offset(), x.offset(), w.offset(), addend_in ? addend.offset() : 0});
+  const uint32_t seg = row_segment(dim / v);
+  // Each segment sums the weight's gradient over per_seg rows into one part, summed below (one part a row would
+  // write and read the whole [rows, dim] again).
+  const int64_t parts = std::clamp<int64_t>(kNormThreads / seg, kNormParts, 2 * kNormParts);
+  const int64_t per_seg = std::max<int64_t>(1, (rows + parts - 1) / parts);
   const int64_t segs = (rows + per_seg - 1) / per_seg;
   const Tensor part = new_tensor(dev, {segs, dim}, DType::F32);
   if (rows > 0 && dim > 0) {
-    NormBackwardParams p{u32(rows, "rows"),        u32(dim, "dim"),          u32(dy.offset(), "offset"),
-                         u32(x.offset(), "offset"), u32(w.offset(), "offset"), u32(r.offset(), "offset"),
-                         addend_in ? u32(addend.offset(), "offset") : 0u, u32(per_seg, "rows a segment")};
-    const uint32_t seg = row_segment(dim);
+    NormBackwardParams p{u32(rows, "rows"),
+                         u32(dim / v, "dim"),
+                         u32(dy.offset() / v, "offset"),
+                         u32(x.offset() / v, "offset"),
+                         u32(w.offset() / v, "offset"),
+                         u32(r.offset(), "offset"),
+                         addend_in ? u32(addend.offset() / v, "offset") : 0u,
+                         u32(per_seg, "rows a segment"),
+                         u32(dim, "dim"),
+                         0,
+                         0,
+                         0};
     const auto [gx, gy] = row_grid(dev, segs, seg);
-    const auto& pipe = dev.pipeline("norm/rms_norm_backward",
-                                    {{"SEG", std::to_string(seg)}, {"ADD", addend_in ? "true" : "false"}});
+    const auto& pipe = dev.pipeline("norm/rms_norm_backward", {{"SEG", std::to_string(seg)},
+                                                               {"ADD", addend_in ? "true" : "false"},
+                                                               {"T", v == 4 ? "vec4<f32>" : "f32"},
+                                                               {"V4", v == 4 ? "true" : "false"}});
     wgtrain::detail::DispatchDesc d{op,
                                     &pipe,
                                     &p,
