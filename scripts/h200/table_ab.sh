@@ -4,7 +4,8 @@
 # each result printed as it comes (a call cut short still reports what it finished). In order: 1. TESTS (a gtest
 # filter) on this GPU, poisoned outputs; 2. both builds' steps in each precision, alternated; 3. the dump and the
 # `transformers` rows (bench/torch_hf_llama.py: fp32 eager, fp32 SDPA, bf16 autocast), the same batch and FLOP
-# formula; 4. both builds' mixed steps profiled per op; 5. more rounds of 2. (ROUNDS in all, default 2). Into
+# formula; 4. both builds' mixed steps profiled per op; 5. more rounds of 2. (ROUNDS in all, default 2). WITH_ENV
+# adds the after-build's mixed step under those variables after the first round. Into
 # $OUT/tab/, then $OUT/tab.tar.gz. (No 300-step runs: scripts/h200/step_n.sh has them.)
 set -uo pipefail
 source scripts/h200/env.sh
@@ -33,6 +34,15 @@ ab_round() {
   done
 }
 ab_round 1
+# WITH_ENV="NAME=value ...": the after-build's mixed step once more under those variables (WGTRAIN_SPLIT_K=-1: no
+# GEMM split along k), profiled, beside the rounds.
+if [ -n "${WITH_ENV:-}" ]; then
+  env $WITH_ENV timeout 60 .carry/wgtrain bench --precision mixed --only train_step 2>&1 | quiet > "$d/with_env.log"
+  echo "== mixed after, $WITH_ENV" && step_line "$d/with_env.log"
+  env $WITH_ENV WGTRAIN_PROFILE=1 timeout 60 .carry/wgtrain bench --precision mixed --only train_step 2>&1 | quiet \
+    > "$d/profile_with_env.log"
+  grep -E "^linear|^mm |^mixed" "$d/profile_with_env.log"
+fi
 dump=/tmp/train-dump && rm -rf "$dump" && mkdir -p "$dump"
 timeout 60 .carry/wgtrain bench --only train_step --json "$d/webgpu_dump.json" --dump "$dump" 2>&1 | quiet \
   > "$d/webgpu_dump.log"
@@ -41,7 +51,8 @@ PYTHONUNBUFFERED=1 timeout 180 python3 bench/torch_hf_llama.py --dump "$dump" --
 for which in after before; do
   WGTRAIN_PROFILE=1 timeout 60 "$(bin_of $which)" bench --precision mixed --only train_step 2>&1 | quiet \
     > "$d/profile_mixed_$which.log"
-  echo "== profile mixed $which" && grep -E "^attention|^rms_norm|^sum|^add|^swiglu" "$d/profile_mixed_$which.log"
+  echo "== profile mixed $which" &&
+    grep -E "^attention|^rms_norm|^sum|^add|^swiglu|^linear|^mm |^mixed" "$d/profile_mixed_$which.log"
 done
 for r in $(seq 2 "${ROUNDS:-2}"); do ab_round "$r"; done
 tar czf "$out/tab.tar.gz" -C "$out" tab

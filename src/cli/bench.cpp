@@ -397,6 +397,15 @@ int run_bench(const BenchOptions& opt) {
     ops::detail::gemm_force = static_cast<int>(n);
     std::printf(", fp32 GEMM tiling forced: entry %ld of %zu (%s)", n, table.size(), table[static_cast<size_t>(n)].name);
   }
+  // WGTRAIN_SPLIT_K=-1: no GEMM of this run is split along k (0, the default: where the shape calls for it; 1: wherever
+  // it can be), so that a run can time what the splits gain (split_k.h).
+  if (const char* f = std::getenv("WGTRAIN_SPLIT_K"); f && *f) {
+    const std::string v = f;
+    if (v != "-1" && v != "0" && v != "1")
+      throw ArgumentError("WGTRAIN_SPLIT_K=" + v + ": -1 (never), 0 (where the shape calls for it) or 1 (always)");
+    dev.impl().split_k = std::stoi(v);
+    std::printf(", split-k: %s", v == "-1" ? "never" : v == "0" ? "by shape" : "always");
+  }
   std::printf("\n");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};

@@ -2,6 +2,7 @@
 // sm_row_absmax.wgsl).
 #include <algorithm>
 #include <array>
+#include <map>
 #include <string>
 
 #include "ops/matmul/gemm.h"
@@ -158,6 +159,15 @@ DerivedValue operand_absmax(const char* op, DeviceImpl& dev, const AbsmaxView& v
   const DerivedValue rows{bits.storage(), bits.offset()};
   dev.remember_derived(v.key(), rows);
   return rows;
+}
+
+// "<op> (finish)": sm_finish's dispatches under a name of their own, so that a profile (WGTRAIN_PROFILE=1) times the
+// finishing passes apart from the products. Interned: a dispatch's name must outlive it.
+std::string_view finish_name(const char* op) {
+  static std::map<std::string, std::string, std::less<>> names;
+  auto it = names.find(std::string_view(op));
+  if (it == names.end()) it = names.emplace(op, std::string(op) + " (finish)").first;
+  return it->second;
 }
 
 }  // namespace
@@ -333,7 +343,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     }
     fp.cols_p = p.r_sn;
     fp.block = p.r_sb;
-    dev.dispatch({op, &finish(false), &fp, sizeof fp,
+    dev.dispatch({finish_name(op), &finish(false), &fp, sizeof fp,
                   {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}, {padded.storage()->buffer}}, fx, fy, 1, true,
                   kFinishReads});
     return;
@@ -347,7 +357,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
                   {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {c.storage()->buffer}, {sa_buf}, {sb_buf}},
                   gx, gy, gz, true, kGemmReads});
   }
-  dev.dispatch({op, &finish(true), &fp, sizeof fp, {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}}, fx, fy, 1,
+  dev.dispatch({finish_name(op), &finish(true), &fp, sizeof fp, {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}}, fx, fy, 1,
                 true, kFinishReads});
 }
 
