@@ -102,15 +102,28 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
   Tensor out = new_tensor(dev, {num_weights, D}, DType::F32);
   if (D == 0) return out;
   const Tensor g = contiguous(grad), idx = contiguous(indices);
+  // Which rows some position names (and a check of every index), then the sums, rows no position names as zeros.
+  const Tensor present = new_tensor(dev, {num_weights}, DType::I32);
+  ops::fill_(present, 0.0);
+  struct alignas(16) PresentParams {
+    uint32_t rows, num_weights, index_bit, index_off;
+  } pp{u32(M, "indices"), u32(num_weights, "num_weights"), dev.index_check_bit("embedding_backward"),
+       u32(idx.offset(), "offset")};
+  if (M > 0) {
+    const auto [px, py] = dev.grid((static_cast<uint64_t>(M) + 255) / 256);
+    dev.dispatch({"embedding_backward", &dev.pipeline("gather/embedding_present", {}), &pp, sizeof pp,
+                  {{idx.storage()->buffer}, {present.storage()->buffer}, {dev.index_error_buffer()}}, px, py, 1});
+  }
   struct alignas(16) Params {
-    uint32_t rows, dim, num_weights, index_bit, grad_off, index_off, pad0, pad1;
-  } p{u32(M, "indices"), u32(D, "embedding dim"), u32(num_weights, "num_weights"),
-      dev.index_check_bit("embedding_backward"), u32(g.offset(), "offset"), u32(idx.offset(), "offset"), 0, 0};
+    uint32_t rows, dim, num_weights, pad2, grad_off, index_off, pad0, pad1;
+  } p{u32(M, "indices"), u32(D, "embedding dim"), u32(num_weights, "num_weights"), 0,
+      u32(g.offset(), "offset"), u32(idx.offset(), "offset"), 0, 0};
   u32(num_weights * D, "weight elements");
   const auto [gx, gz] = dev.grid(static_cast<uint64_t>(num_weights));
-  const uint32_t gy = u32((D + 255) / 256, "column blocks");
+  constexpr int64_t kColumns = 256 * 4;  // embedding_backward.wgsl's WG * COLS columns a workgroup
+  const uint32_t gy = u32((D + kColumns - 1) / kColumns, "column blocks");
   dev.dispatch({"embedding_backward", &dev.pipeline("gather/embedding_backward", {}), &p, sizeof p,
-                {{g.storage()->buffer}, {idx.storage()->buffer}, {out.storage()->buffer}, {dev.index_error_buffer()}},
+                {{g.storage()->buffer}, {idx.storage()->buffer}, {out.storage()->buffer}, {present.storage()->buffer}},
                 gx, gy, gz});
   return out;
 }

@@ -104,9 +104,12 @@ TEST(EmbeddingBackward, SumsRowsPerIndexAtAwkwardSizes) {
     Shape idx;
     int64_t V, D;
   };
-  // Tiles of 256 positions and column blocks of 256: sizes below, at and across both; V = 1; one column.
+  // Tiles of 256 positions, columns 256 a thread apart and 1024 a workgroup: sizes below, at and across them; V = 1;
+  // one column.
   for (const Case& c : {Case{{1}, 1, 1}, Case{{5}, 3, 7}, Case{{3, 17}, 50, 9}, Case{{300}, 7, 257},
-                        Case{{2, 129}, 1000, 13}, Case{{513}, 2, 31}, Case{{4, 64}, 256, 256}}) {
+                        Case{{2, 129}, 1000, 13}, Case{{513}, 2, 31}, Case{{4, 64}, 256, 256},
+                        // past one workgroup's 1024 columns; most of 3000 rows named by no position
+                        Case{{70}, 5, 1300}, Case{{3, 40}, 3000, 2049}}) {
     SCOPED_TRACE(shape_label(c.idx) + " V " + std::to_string(c.V) + " D " + std::to_string(c.D));
     Shape gshape = c.idx;
     gshape.push_back(c.D);
