@@ -106,6 +106,10 @@ Var linear(const Var& x, const Var& weight);
 Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent);
 // The same through a frozen 4-bit weight: the gradient reaches x only (no latent, no weight gradient).
 Var linear_q4gsw(const Var& x, const Q4Weight& w);
+// residual + linear_q4gsw(x, w[, latent]) as one node (ops::linear_q4gsw_residual: in mixed precision the GEMM's
+// finishing pass adds the residual stream, and the product is never a tensor of its own). The same bits and
+// gradients as add(residual, linear_q4gsw(...)); without a latent the weight is frozen.
+Var linear_q4gsw_residual(const Var& residual, const Var& x, const Q4Weight& w, const Var& latent = Var());
 // Rows of weight[V, D] picked by int32 indices; the gradient is summed per row (ops::embedding_backward).
 Var embedding(const Var& weight, const Tensor& indices);
 

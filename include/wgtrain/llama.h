@@ -210,6 +210,9 @@ class Llama {
   void build();  // parameter layout, arenas, q4 buffers, rotary tables
   autograd::Var param(size_t i) const;
   autograd::Var linear(const autograd::Var& x, size_t i, std::optional<size_t> bias = std::nullopt) const;
+  // residual + linear(x, i, bias): one node where the linear is a q4 one without bias or hook.
+  autograd::Var residual_linear(const autograd::Var& residual, const autograd::Var& x, size_t i,
+                                std::optional<size_t> bias) const;
   autograd::Var rms_norm(const autograd::Var& x, size_t gain) const;
   // The hidden states [B, T, dim] after the final norm; with a cache, attention also reads (and the call
   // extends) the cached positions.

@@ -53,6 +53,10 @@ namespace ops {
 
 // y[M, N] = x[M, K] W^T (x may have any leading dims: [..., K] -> [..., N]).
 Tensor linear_q4gsw(const Tensor& x, const Q4Weight& w);
+// residual + x W^T, residual of y's shape (a residual stream and the layer's output projection). In mixed precision
+// the GEMM's finishing pass adds it, with no pass of its own; otherwise an add follows the product. Either way the
+// bits are those of ops::add(residual, linear_q4gsw(x, w)).
+Tensor linear_q4gsw_residual(const Tensor& residual, const Tensor& x, const Q4Weight& w);
 // dx[M, K] = dy[M, N] W, dequantising on the fly ([..., N] -> [..., K]). With `accumulate_into` (a contiguous
 // float32 tensor of dx's shape), adds to it in place and returns it: one input's gradient summed over several
 // linears (q, k and v) without an add each.

@@ -524,6 +524,25 @@ Var linear_q4gsw(const Var& x, const Q4Weight& w) {
               [w](const Tensor& g, Grads& gr) { gr.add_linear_q4gsw_backward(0, g, w); });
 }
 
+Var linear_q4gsw_residual(const Var& residual, const Var& x, const Q4Weight& w, const Var& latent) {
+  check(residual, "linear_q4gsw_residual");
+  check(x, "linear_q4gsw_residual");
+  const bool trains = latent.defined();
+  if (trains && latent.shape() != Shape{w.out_features(), w.in_features})
+    throw ArgumentError("autograd::linear_q4gsw_residual: latent " + shape_str(latent.shape()) +
+                        " is not the weight's [" + std::to_string(w.out_features()) + ", " +
+                        std::to_string(w.in_features) + "]");
+  const Tensor y = ops::linear_q4gsw_residual(residual.value(), x.value(), w);
+  const Tensor xv = trains && latent.requires_grad() ? keep(x) : Tensor();
+  std::vector<Var> inputs = {residual, x};
+  if (trains) inputs.push_back(latent);
+  return make(y, inputs, [xv, w, trains](const Tensor& g, Grads& gr) {
+    if (gr.needs(0)) gr.add(0, g);
+    if (gr.needs(1)) gr.add_linear_q4gsw_backward(1, g, w);
+    if (trains && gr.needs(2)) gr.add_linear_dW(2, g, gr.value(1, xv));
+  });
+}
+
 Var embedding(const Var& weight, const Tensor& indices) {
   check(weight, "embedding");
   const int64_t rows = weight.size(0);

@@ -445,6 +445,16 @@ ag::Var Llama::linear(const ag::Var& x, size_t i, std::optional<size_t> bias) co
   return y;
 }
 
+ag::Var Llama::residual_linear(const ag::Var& residual, const ag::Var& x, size_t i,
+                               std::optional<size_t> bias) const {
+  const Param& p = params_[i];
+  // The residual stream joins the product in the GEMM's finishing pass (mixed precision), where nothing comes
+  // between them: a bias or a hook's term (LoRA) is added to the product first, so those take the add.
+  if (p.q4 < 0 || bias || hook_) return ag::add(residual, linear(x, i, bias));
+  return p.trainable ? ag::linear_q4gsw_residual(residual, x, q4_[p.q4], param(i))
+                     : ag::linear_q4gsw_residual(residual, x, q4_[p.q4]);
+}
+
 ag::Var Llama::rms_norm(const ag::Var& x, size_t gain) const {
   return ag::rms_norm(x, param(gain), config_.norm_eps);
 }
@@ -497,9 +507,9 @@ ag::Var Llama::hidden(const Tensor& tokens, KVCache* cache) const {
       values = ag::Var::constant(cache->v[l].slice(2, 0, L).permute({0, 2, 1, 3}));
     }
     const ag::Var merged = ag::attention(q, keys, values, 1.0);  // [B, T, H * hd]
-    x = ag::add(x, linear(merged, P.o, P.o_bias));
+    x = residual_linear(x, merged, P.o, P.o_bias);
     const ag::Var h2 = rms_norm(x, P.mlp_norm);
-    x = ag::add(x, linear(ag::swiglu(linear(h2, P.gate), linear(h2, P.up)), P.down));
+    x = residual_linear(x, ag::swiglu(linear(h2, P.gate), linear(h2, P.up)), P.down, std::nullopt);
   }
   if (cache) cache->length = L;
   return x;

@@ -17,6 +17,8 @@ struct GemmB {
 // c[batch, M, N] (+)= a[batch, M, K] B (+ bias[N]). c must be contiguous; `accumulate` adds to what c holds.
 void gemm(const char* op, const Tensor& a, const GemmB& b, int64_t n, const Tensor* bias, const Tensor& c,
           bool accumulate);
+// Whether gemm runs in mixed precision on this device (gemm_sm), where the finishing pass can also take an addend.
+bool gemm_is_mixed(const DeviceImpl& dev);
 
 // The second pass of a split-K product (split_sum.wgsl): c[M, N] (+)= the sum of part's `splits` partial tiles
 // [splits, M, N] in a fixed order; gemm and gemm_sm both end with it.
@@ -29,8 +31,9 @@ std::string gemm_sm_missing(const DeviceImpl& dev);
 // gemm_sm.wgsl's variants as gemm_sm picks them (index mode * 9 + A's form * 3 + B's form), for its tests.
 const std::vector<wgtrain::detail::KernelDefs>& gemm_sm_variants();
 // gemm's contract on subgroup matrices (gemm_sm.wgsl), A's rows and (f32) B's columns scaled by powers of two.
+// `addend` (contiguous, c's size, not c's memory) joins in the finishing pass: c = addend + a B, added in that order.
 void gemm_sm(const char* op, const Tensor& a, const GemmB& b, int64_t n, const Tensor* bias, const Tensor& c,
-             bool accumulate);
+             bool accumulate, const Tensor* addend = nullptr);
 // The largest magnitude of each row of x[batch, rows, len] (any strides), as a float32 tensor [batch, rows]: the
 // absmax passes of gemm_sm (sm_row_absmax.wgsl, or sm_absmax.wgsl's rows), here for their tests.
 Tensor row_absmax(const Tensor& x);

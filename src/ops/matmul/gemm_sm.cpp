@@ -24,7 +24,7 @@ struct alignas(16) SmParams {
 static_assert(sizeof(SmParams) == 96);
 
 struct alignas(16) FinishParams {
-  uint32_t total, m, n, splits, cols_p, block, c_off, bias_off, flags, sa_off, sb_off, pad;
+  uint32_t total, m, n, splits, cols_p, block, c_off, bias_off, flags, sa_off, sb_off, add_off;
 };
 
 struct alignas(16) RowAbsmaxParams {  // sm_row_absmax.wgsl's
@@ -37,8 +37,8 @@ struct alignas(16) TileAbsmaxParams {  // sm_absmax.wgsl's
 
 constexpr int64_t kBlock = 128, kDepth = 32;  // gemm_sm.wgsl's BM = BN and BK
 // The bindings the kernels only read (DispatchDesc::read_only): gemm_sm's a, b, scales and both absmax arrays (c,
-// binding 3, is written); sm_finish's absmax arrays, bias and raw (c, binding 0, is written).
-constexpr uint32_t kGemmReads = 0b110111, kFinishReads = 0b11110;
+// binding 3, is written); sm_finish's absmax arrays, bias, raw and addend (c, binding 0, is written).
+constexpr uint32_t kGemmReads = 0b110111, kFinishReads = 0b111110;
 
 using wgtrain::detail::BufferHandle;
 using wgtrain::detail::DerivedKey;
@@ -241,11 +241,13 @@ Tensor row_and_column_absmax(const Tensor& x) {
 }
 
 void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Tensor* bias, const Tensor& c,
-             bool accumulate) {
+             bool accumulate, const Tensor* addend) {
   DeviceImpl& dev = a.device_impl();
   const int64_t batch = a.size(0), M = a.size(1), K = a.size(2);
   if (batch == 0 || M == 0 || N == 0) return;
   if (!c.is_contiguous() || c.numel() != batch * M * N) throw Error(std::string(op) + ": bad output tensor");
+  if (addend && (!addend->is_contiguous() || addend->numel() != c.numel() || addend->storage() == c.storage()))
+    throw Error(std::string(op) + ": bad addend");
   const Tensor& b = *gb.b;
   const bool f32_b = gb.mode == GemmB::F32;
   SmParams p{};
@@ -313,9 +315,13 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   const bool direct = splits == 1 && !accumulate && M % 16 == 0 && N % 16 == 0 && c.offset() % 4 == 0;
   FinishParams fp{u32(batch * M * N, "output elements"), p.m, p.n, u32(splits, "splits"), 0, 0,
                   u32(c.offset(), "offset"), bias ? u32(bias->offset(), "offset") : 0,
-                  (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | (p.flags & 48u), p.sa_off, p.sb_off, 0};
-  // 4 outputs a thread where they are whole vec4s of c (and of the padded buffer, whose rows are multiples of 128).
-  const bool fv4 = N % 4 == 0 && c.offset() % 4 == 0;
+                  (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | (addend ? 4u : 0u) | (p.flags & 48u), p.sa_off,
+                  p.sb_off, addend ? u32(addend->offset(), "offset") : 0};
+  // 4 outputs a thread where they are whole vec4s of c (and of the padded buffer, whose rows are multiples of 128,
+  // and of the addend).
+  const bool fv4 = N % 4 == 0 && c.offset() % 4 == 0 && (!addend || addend->offset() % 4 == 0);
+  // Without an addend, binding one the finish only reads (never c: a written buffer may not be bound twice).
+  const wgtrain::detail::BufferHandle add_buf = addend ? addend->storage()->buffer : sa_buf;
   const auto [fx, fy] = dev.grid((static_cast<uint64_t>(batch * M * N) / (fv4 ? 4 : 1) + 255) / 256);
   static const wgtrain::detail::KernelDefs finish_variants[4] = {
       {{"IN_PLACE", "false"}, {"T", "f32"}, {"V4", "false"}},
@@ -344,8 +350,8 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     fp.cols_p = p.r_sn;
     fp.block = p.r_sb;
     dev.dispatch({finish_name(op), &finish(false), &fp, sizeof fp,
-                  {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}, {padded.storage()->buffer}}, fx, fy, 1, true,
-                  kFinishReads});
+                  {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}, {padded.storage()->buffer}, {add_buf}}, fx,
+                  fy, 1, true, kFinishReads});
     return;
   }
   p.r_sn = p.n;
@@ -357,8 +363,8 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
                   {{a.storage()->buffer}, {b.storage()->buffer}, {scales}, {c.storage()->buffer}, {sa_buf}, {sb_buf}},
                   gx, gy, gz, true, kGemmReads});
   }
-  dev.dispatch({finish_name(op), &finish(true), &fp, sizeof fp, {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}}, fx, fy, 1,
-                true, kFinishReads});
+  dev.dispatch({finish_name(op), &finish(true), &fp, sizeof fp,
+                {{c.storage()->buffer}, {sa_buf}, {sb_buf}, {bias_buf}, {add_buf}}, fx, fy, 1, true, kFinishReads});
 }
 
 }  // namespace wgtrain::ops::detail

@@ -353,6 +353,41 @@ TEST_P(Mixed, ARecomputedOperandKeepsTheMaximaOfTheForward) {
   }
 }
 
+// A residual stream joined to a q4 linear as one node (autograd::linear_q4gsw_residual: the GEMM's finishing pass
+// adds it) gives the value and the gradients of an add after the linear, bit for bit: a trained latent and a
+// frozen weight, outputs whole 16 x 16 fragments (finished in place) and not (through the padded buffer).
+TEST_P(Mixed, AResidualJoinedInTheGemmGivesTheAddsValueAndGradients) {
+  RUN_OR_SKIP(GetParam());
+  namespace ag = autograd;
+  for (const auto& [M, N, K] : {std::make_tuple(64, 48, 64), std::make_tuple(70, 40, 72)}) {
+    SCOPED_TRACE(std::to_string(M) + " x " + std::to_string(N) + " x " + std::to_string(K));
+    const auto latent_h = random_host({N, K});
+    // Any codes (K even: no padding nibbles); the latent is trained straight through them.
+    const auto b = test::random_ints({N * K / 2}, 0, 255), sc = random_host({q4gsw::groups(K, 32), N}, 0.01, 0.2);
+    const std::vector<uint8_t> bytes(b.data.begin(), b.data.end());
+    const std::vector<float> scales(sc.data.begin(), sc.data.end());
+    const Q4Weight w = q4gsw::upload(dev(), bytes, scales, N, K, 32);
+    const auto rh = random_host({M, N}), xh = random_host({M, K}), gh = random_host({M, N});
+    for (const bool frozen : {false, true}) {
+      SCOPED_TRACE(frozen ? "frozen" : "trained");
+      auto run = [&](bool joined) {
+        const ag::Var r = ag::Var::leaf(up(rh)), x = ag::Var::leaf(up(xh)), latent = ag::Var::leaf(up(latent_h));
+        const ag::Var lin = frozen ? ag::Var() : latent;
+        const ag::Var y = joined ? ag::linear_q4gsw_residual(r, x, w, lin)
+                                 : ag::add(r, frozen ? ag::linear_q4gsw(x, w) : ag::linear_q4gsw(x, w, latent));
+        ag::backward(ag::sum(ag::mul(y, ag::Var::constant(up(gh))), {}));
+        std::vector<std::vector<float>> out = {y.value().to_host_f32(), r.grad().to_host_f32(),
+                                               x.grad().to_host_f32()};
+        if (!frozen) out.push_back(latent.grad().to_host_f32());
+        return out;
+      };
+      const auto apart = run(false), joined = run(true);
+      const char* names[] = {"value", "residual's gradient", "input's gradient", "latent's gradient"};
+      for (size_t i = 0; i < apart.size(); ++i) EXPECT_EQ(joined[i], apart[i]) << names[i];
+    }
+  }
+}
+
 // What the device keeps for the mixed GEMMs (operand maxima, the zeroed arena) is a cache: releasing the cached
 // memory gives its buffers back (bench rows check that they leave the pool as they found it: run (r) on the H100
 // found the arena left behind), and the next GEMM reduces its operands anew.
@@ -396,6 +431,18 @@ TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
   EXPECT_TRUE(mixed_close(ops::linear_q4gsw(up(x), w).to_host_f32(), x, transpose(wd))) << "forward";
   const auto dy = random_host({M, N}, -1e-6, 1e-6);  // gradient-sized
   EXPECT_TRUE(mixed_close(ops::linear_q4gsw_backward(up(dy), w).to_host_f32(), dy, wd)) << "input gradient";
+
+  // A residual stream joined in the finishing pass: the bits of the product followed by an add, the residual whole
+  // (vec4s where N allows) or a view 3 floats in (one float a thread), into a poisoned output.
+  const auto res = random_host({M, N}, -4, 4);
+  ref::HostTensor padded({M * N + 3});
+  std::copy(res.data.begin(), res.data.end(), padded.data.begin() + 3);
+  const std::vector<float> want = ops::add(up(res), ops::linear_q4gsw(up(x), w)).to_host_f32();
+  for (const Tensor& r : {up(res), up(padded).slice(0, 3, M * N + 3).reshape({M, N})}) {
+    SCOPED_TRACE("residual " + std::to_string(r.offset()) + " floats in");
+    EXPECT_EQ(ops::linear_q4gsw_residual(r, up(x), w).to_host_f32(), want);
+  }
+  EXPECT_THROW(ops::linear_q4gsw_residual(up(random_host({M, N + 1})), up(x), w), ArgumentError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Awkward, MixedQ4,

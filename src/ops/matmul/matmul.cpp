@@ -180,15 +180,18 @@ void sum_split_parts(const char* op, const Tensor& part, const Tensor& c, int64_
   dev.dispatch({op, &sum_pipe, &sp, sizeof sp, {{part.storage()->buffer}, {c.storage()->buffer}}, sx, sy, 1});
 }
 
+// Mixed precision where the device was opened for it and can (wgtrain/precision.h).
+bool gemm_is_mixed(const DeviceImpl& dev) {
+  return dev.gemm_sm_emulated || (dev.features.subgroup_matrix && gemm_sm_missing(dev).empty());
+}
+
 void gemm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Tensor* bias, const Tensor& c,
           bool accumulate) {
   DeviceImpl& dev = a.device_impl();
   const int64_t batch = a.size(0), M = a.size(1), K = a.size(2);
   if (batch == 0 || M == 0 || N == 0) return;
   if (!c.is_contiguous() || c.numel() != batch * M * N) throw Error(std::string(op) + ": bad output tensor");
-  // Mixed precision where the device was opened for it and can (wgtrain/precision.h).
-  if (dev.gemm_sm_emulated || (dev.features.subgroup_matrix && gemm_sm_missing(dev).empty()))
-    return gemm_sm(op, a, gb, N, bias, c, accumulate);
+  if (gemm_is_mixed(dev)) return gemm_sm(op, a, gb, N, bias, c, accumulate);
   GemmParams p{};
   p.m = u32(M, "M");
   p.n = u32(N, "N");

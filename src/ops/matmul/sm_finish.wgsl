@@ -1,6 +1,7 @@
 // The end of a mixed-precision GEMM (gemm_sm.wgsl stores its products still scaled): c[b][i][j] = (sum over the
 // chunks s of raw[b + s][i][j]) * 2^ea(b, i) * 2^eb(b, j) (+ bias[j]) (+ what c held), the powers of two from the
-// absmax bits as gemm_sm.wgsl took them (exact in f32). Either the batch or the chunk count is 1.
+// absmax bits as gemm_sm.wgsl took them (exact in f32) (+ addend[i][j]: a residual stream joined in this pass, not
+// in an add of its own). Either the batch or the chunk count is 1.
 // IN_PLACE: raw is c itself, laid out as c ([batch][m][n], one chunk); else a padded buffer of blocks
 // [rows_p][cols_p] (the GEMM's grid in whole 128 x 128 blocks), chunks summed in order (the same result every run).
 // A thread finishes 4 neighbouring outputs of a row (n and c's offset multiples of 4: V4, as vec4s) or one.
@@ -23,10 +24,10 @@ struct Params {
   block: u32,   // raw's stride between blocks
   c_off: u32,
   bias_off: u32,
-  flags: u32,   // 1: bias; 2: accumulate; 16: A's rows scaled; 32: B's columns scaled
+  flags: u32,   // 1: bias; 2: accumulate; 4: addend; 16: A's rows scaled; 32: B's columns scaled
   sa_off: u32,  // absmax bits of A's rows: absmax_a[sa_off + b * m + i]
   sb_off: u32,  // of B's columns: absmax_b[sb_off + b * n + j]
-  _pad: u32,
+  add_off: u32,  // the addend's offset (its layout is c's)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -34,8 +35,12 @@ struct Params {
 @group(0) @binding(2) var<storage, read> absmax_a: array<u32>;
 @group(0) @binding(3) var<storage, read> absmax_b: array<u32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
+{{#IN_PLACE}}
+@group(0) @binding(5) var<storage, read> addend: array<{{T}}>;
+{{/IN_PLACE}}
 {{^IN_PLACE}}
 @group(0) @binding(5) var<storage, read> raw: array<{{T}}>;
+@group(0) @binding(6) var<storage, read> addend: array<{{T}}>;
 {{/IN_PLACE}}
 
 {{>matmul/pow2}}
@@ -80,6 +85,9 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
 {{/V4}}
   if ((p.flags & 2u) != 0u) {
     v = v + c[at];
+  }
+  if ((p.flags & 4u) != 0u) {
+    v = addend[(p.add_off + o) / W] + v;
   }
   c[at] = v;
 }

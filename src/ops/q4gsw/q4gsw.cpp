@@ -121,7 +121,8 @@ namespace {
 
 // The forward and the input gradient: rows of `in` ([..., in_f]) times the weight read in `mode`, giving [..., out_f].
 Tensor q4_gemm(const char* op, const char* in_name, const Tensor& in, const Q4Weight& w, GemmB::Mode mode,
-               int64_t in_f, int64_t out_f, const Tensor* accumulate_into = nullptr) {
+               int64_t in_f, int64_t out_f, const Tensor* accumulate_into = nullptr,
+               const Tensor* addend = nullptr) {
   check_weight(op, w);
   check_dtype(op, in, in_name, {DType::F32});
   check_same_device(op, in, w.codes);
@@ -148,7 +149,10 @@ Tensor q4_gemm(const char* op, const char* in_name, const Tensor& in, const Q4We
   b.q_words = w.codes.size(1);
   b.q_rows = w.out_features();
   b.group_size = w.group_size;
-  gemm(op, a, b, out_f, nullptr, out, accumulate_into != nullptr);
+  if (addend)  // mixed precision only (the caller checks gemm_is_mixed)
+    gemm_sm(op, a, b, out_f, nullptr, out, false, addend);
+  else
+    gemm(op, a, b, out_f, nullptr, out, accumulate_into != nullptr);
   return accumulate_into ? *accumulate_into : out.reshape(out_shape);
 }
 
@@ -156,6 +160,20 @@ Tensor q4_gemm(const char* op, const char* in_name, const Tensor& in, const Q4We
 
 Tensor linear_q4gsw(const Tensor& x, const Q4Weight& w) {
   return q4_gemm("linear_q4gsw", "input", x, w, GemmB::Q4_NK, w.in_features, w.out_features());
+}
+
+Tensor linear_q4gsw_residual(const Tensor& residual, const Tensor& x, const Q4Weight& w) {
+  const char* op = "linear_q4gsw_residual";
+  check_dtype(op, residual, "residual", {DType::F32});
+  check_same_device(op, residual, x);
+  Shape out_shape = x.shape();
+  if (!out_shape.empty()) out_shape.back() = w.out_features();
+  if (residual.shape() != out_shape)
+    throw ArgumentError(std::string(op) + ": residual " + shape_str(residual.shape()) + " should be " +
+                        shape_str(out_shape) + ", the product's shape");
+  if (!gemm_is_mixed(x.device_impl())) return ops::add(residual, linear_q4gsw(x, w));
+  const Tensor r = contiguous(residual);
+  return q4_gemm(op, "input", x, w, GemmB::Q4_NK, w.in_features, w.out_features(), nullptr, &r);
 }
 
 Tensor linear_q4gsw_backward(const Tensor& dy, const Q4Weight& w, const Tensor* accumulate_into) {
