@@ -228,7 +228,7 @@ void requant_matches_reference() {
     scales[0] = 0.0f;  // a zero-scale group: code 8
     typename B::Q4 w = B::upload_q4(std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0), scales, n, k, g);
     B::q4gsw_requant(B::upload(latent), w, false);
-    EXPECT_EQ(B::q4_bytes(w), ref::q4_requant(latent, scales, g));
+    EXPECT_EQ(B::q4_bytes(w), ref::q4_requant(latent, scales, g)) << "seed " << test::seed();
   }
 }
 
