@@ -38,12 +38,26 @@ Tensor rope(const Tensor& x_in, const Tensor& cos, const Tensor& sin, bool inver
   DeviceImpl& dev = x.device_impl();
   Tensor y = new_tensor(dev, x.shape(), DType::F32);
   if (x.numel() == 0) return y;
-  RopeParams p{u32(x.numel() / 2, "pairs"),  u32(hd / 2, "half"),        u32(H, "heads"),
-               u32(T, "time"),               u32(x.offset(), "offset"), u32(cos.offset(), "offset"),
-               u32(sin.offset(), "offset"),  u32(cos.strides()[0], "table stride"), static_cast<float>(scale), 0, 0,
+  // Four pairs a thread where the halves, offsets and table rows are whole vec4s.
+  const bool v4 = (hd / 2) % 4 == 0 && x.offset() % 4 == 0 && cos.offset() % 4 == 0 && sin.offset() % 4 == 0 &&
+                  cos.strides()[0] % 4 == 0;
+  const int64_t w = v4 ? 4 : 1;
+  RopeParams p{u32(x.numel() / 2 / w, "pairs"),
+               u32(hd / 2 / w, "half"),
+               u32(H, "heads"),
+               u32(T, "time"),
+               u32(x.offset() / w, "offset"),
+               u32(cos.offset() / w, "offset"),
+               u32(sin.offset() / w, "offset"),
+               u32(cos.strides()[0] / w, "table stride"),
+               static_cast<float>(scale),
+               0,
+               0,
                0};
   const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.pairs) + 255) / 256);
-  dev.dispatch({op, &dev.pipeline("rope/rope", {{"INVERSE", inverse ? "true" : "false"}}), &p, sizeof p,
+  const auto& pipe =
+      dev.pipeline("rope/rope", {{"INVERSE", inverse ? "true" : "false"}, {"T", v4 ? "vec4<f32>" : "f32"}});
+  dev.dispatch({op, &pipe, &p, sizeof p,
                 {{x.storage()->buffer}, {cos.storage()->buffer}, {sin.storage()->buffer}, {y.storage()->buffer}},
                 gx, gy, 1});
   return y;

@@ -49,7 +49,28 @@ TEST_P(RopeCases, MatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(Awkward, RopeCases,
                          ::testing::Values(Case{{1, 1, 2}, 1, false, 1.0}, Case{{2, 7, 3, 6}, 9, false, 1.0},
                                            Case{{2, 7, 3, 6}, 7, true, 1.0}, Case{{3, 5, 2, 10}, 5, false, 0.25},
-                                           Case{{1, 130, 1, 64}, 200, true, 0.125}, Case{{4, 1, 5, 2}, 1, false, 1.0}));
+                                           Case{{1, 130, 1, 64}, 200, true, 0.125}, Case{{4, 1, 5, 2}, 1, false, 1.0},
+                                           // four pairs a thread (halves of 8): the vec4 path
+                                           Case{{2, 9, 5, 16}, 11, false, 0.5}, Case{{3, 4, 3, 8}, 4, true, 1.0}));
+
+// x as a view 2 floats in (and the tables as views a row in): one pair a thread, though the halves are vec4s.
+TEST(Rope, ViewsOffTheVec4GridTakeOnePairAThread) {
+  const auto x = random_host({2, 5, 3, 16}, -2, 2);
+  ref::HostTensor padded({x.numel() + 2});
+  std::copy(x.data.begin(), x.data.end(), padded.data.begin() + 2);
+  const Tensor xv = upload(padded).slice(0, 2, x.numel() + 2).reshape(x.shape);
+  const auto cs = angle_table(7, 8, false), sn = angle_table(7, 8, true);
+  for (const int64_t row : {0, 1}) {
+    SCOPED_TRACE("tables from row " + std::to_string(row));
+    const Tensor c = upload(cs).slice(0, row, 7), s = upload(sn).slice(0, row, 7);
+    ref::HostTensor cs_r({7 - row, 8}), sn_r({7 - row, 8});
+    std::copy(cs.data.begin() + row * 8, cs.data.end(), cs_r.data.begin());
+    std::copy(sn.data.begin() + row * 8, sn.data.end(), sn_r.data.begin());
+    ref::HostTensor scale(x.shape);
+    for (auto& v : scale.data) v = 4.0;
+    EXPECT_TRUE(all_close(ops::rope(xv, c, s), ref::rope(x, cs_r, sn_r, false, 1.0), 0, 1e-6, &scale));
+  }
+}
 
 TEST(Rope, InverseUndoesTheRotation) {
   const auto x = random_host({2, 6, 3, 8});
