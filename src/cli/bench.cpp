@@ -406,6 +406,15 @@ int run_bench(const BenchOptions& opt) {
     dev.impl().split_k = std::stoi(v);
     std::printf(", split-k: %s", v == "-1" ? "never" : v == "0" ? "by shape" : "always");
   }
+  // WGTRAIN_SPLIT_TARGET=<n>: the workgroups a split of the mixed GEMMs aims at (default 1024), for a sweep.
+  if (const char* f = std::getenv("WGTRAIN_SPLIT_TARGET"); f && *f) {
+    char* end = nullptr;
+    const long n = std::strtol(f, &end, 10);
+    if (*end != '\0' || n < 2 || n > (1 << 20))
+      throw ArgumentError(std::string("WGTRAIN_SPLIT_TARGET=") + f + ": a count of workgroups, 2 to 1048576");
+    dev.impl().split_target_mixed = n;
+    std::printf(", mixed split target: %ld workgroups", n);
+  }
   std::printf("\n");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};

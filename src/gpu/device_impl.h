@@ -126,6 +126,10 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   DeviceFeatures features;
   // Split-K GEMMs: 0 where the shape calls for it (never on a CPU rasteriser), 1 wherever possible (tests), -1 never.
   int split_k = 0;
+  // The workgroups a split of the mixed GEMMs (gemm_sm) aims at (split_k.h): fewer than fp32's 1024, as the partial
+  // tiles, written and read again, weigh more beside the matrix units' products. Run (x), H200, the mixed step:
+  // 128 54.9 ms, 256 48.4, 384 47.5, 512 48.0, 768 47.5, 1024 48.3 (bench's WGTRAIN_SPLIT_TARGET).
+  int64_t split_target_mixed = 384;
   // Tests: the GEMMs run gemm_sm.wgsl though the device lacks subgroup matrices, its text emulated in plain WGSL
   // (tests/support/sm_emulation.h, through the kernel overrides).
   bool gemm_sm_emulated = false;

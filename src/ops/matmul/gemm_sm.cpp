@@ -307,7 +307,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   // Split-K as in gemm (split_k.h), in chunks that are multiples of the kernel's 32-deep k step.
   const auto [splits, chunk] = batch == 1 && !bias
                                    ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software,
-                                                  kDepth)
+                                                  kDepth, dev.split_target_mixed)
                                    : SplitK{1, K};
   // The kernel stores whole 16 x 16 fragments, still scaled: straight into c where none straddles an edge and c's
   // offset keeps them 16-byte aligned, nothing is accumulated and there is one chunk; else into a padded buffer of
