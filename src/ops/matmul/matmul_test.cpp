@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "ops/matmul/gemm_tiling.h"
+#include "ops/matmul/split_k.h"
 #include "ops/q4gsw/q4gsw_ref.h"
 #include "ops/reference.h"
 #include "gpu/device_impl.h"
@@ -65,6 +66,26 @@ INSTANTIATE_TEST_SUITE_P(Awkward, MmSizes,
                                            // 128 x 128 tiles (8 x 8 per thread) from here on
                                            std::make_tuple(128, 16, 128), std::make_tuple(130, 33, 257),
                                            std::make_tuple(257, 129, 131)));
+
+// The split-K policy (split_k.h): chunks of whole k steps, at least 256 deep, enough of them to bring the tiles near
+// the target; none for a CPU rasteriser, for mode -1, or where the tiles reach half the target already.
+TEST(SplitK, ChunksBringTheTilesNearTheTarget) {
+  using ops::detail::plan_split_k;
+  // A weight gradient of 640 x 640 over 8192 tokens: 25 tiles of 128 x 128.
+  EXPECT_EQ(plan_split_k(25, 8192, 0, false, 32).splits, 32);        // fp32's 1024: ceil(1024 / 25), 256 deep
+  EXPECT_EQ(plan_split_k(25, 8192, 0, false, 32, 384).splits, 16);   // the mixed GEMMs' 384
+  EXPECT_EQ(plan_split_k(25, 8192, 0, false, 32, 384).chunk, 512);
+  EXPECT_EQ(plan_split_k(320, 640, 0, false, 32, 384).splits, 1);    // 320 tiles: past half of 384
+  EXPECT_EQ(plan_split_k(320, 640, 0, false, 32).splits, 2);         // not of 1024; K allows 2 chunks of 320
+  EXPECT_EQ(plan_split_k(320, 640, 0, false, 32).chunk, 320);
+  const auto odd = plan_split_k(3, 1000, 0, false, 32, 384);         // chunks of whole k steps, the last short
+  EXPECT_EQ(odd.chunk % 32, 0);
+  EXPECT_GE(odd.chunk * odd.splits, 1000);
+  EXPECT_LT(odd.chunk * (odd.splits - 1), 1000);
+  EXPECT_EQ(plan_split_k(25, 8192, 0, true, 32).splits, 1);          // a CPU rasteriser
+  EXPECT_EQ(plan_split_k(25, 8192, -1, false, 32).splits, 1);        // never
+  EXPECT_EQ(plan_split_k(25, 8192, 1, false, 32).splits, 4);         // wherever possible (tests)
+}
 
 TEST(Mm, TransposedViewsNeedNoCopy) {
   // a = A^T and b = B^T as strided views; the kernel reads them through their strides.
