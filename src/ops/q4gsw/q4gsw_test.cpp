@@ -262,6 +262,32 @@ TEST_P(Q4Requant, TiesRoundHalfToEven) {
 }
 
 template <class B>
+void requant_near_ties() {
+  // Latents a rounding away from ties: the float nearest (q + 1/2) s and its two neighbours, for scales of full
+  // 24-bit mantissas, so that x - (q + 1/2) s is a few 2^-30 from zero. Deciding that sign through an fma the
+  // driver may split into a product and a sum (WGSL and SPIR-V allow it; Mesa's lavapipe and llvmpipe do) picks the
+  // wrong neighbour for some of them: the reference rounds x / s in double, exactly.
+  const int64_t n = 16, k = 96, g = 32;
+  ref::HostTensor latent({n, k});
+  const auto sc = random_host({q4gsw::groups(k, g), n}, 0.05, 0.3);
+  const std::vector<float> scales(sc.data.begin(), sc.data.end());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) {
+      const double s = scales[(c / g) * n + r], half = static_cast<double>((c / 3) % 17) - 8.5;
+      const float tie = static_cast<float>(half * s);
+      const int step = static_cast<int>(c % 3) - 1;  // the float below, at, or above
+      latent.data[r * k + c] = step == 0 ? tie : std::nextafter(tie, step > 0 ? 1e9f : -1e9f);
+    }
+  typename B::Q4 w = B::upload_q4(std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0), scales, n, k, g);
+  B::q4gsw_requant(B::upload(latent), w, false);
+  EXPECT_EQ(B::q4_bytes(w), ref::q4_requant(latent, scales, g)) << "seed " << test::seed();
+}
+
+TEST_P(Q4Requant, NearTiesRoundAsTheExactQuotient) {
+  each_requant_form([&] { test::with_backend(GetParam(), [](auto b) { requant_near_ties<decltype(b)>(); }); });
+}
+
+template <class B>
 void requant_recomputes_scales() {
   for (auto [n, k, g] : {std::make_tuple(9, 70, 32), std::make_tuple(65, 64, 32), std::make_tuple(4, 100, 24),
                          std::make_tuple(3, 36, 8), std::make_tuple(2, 4100, 2048)}) {

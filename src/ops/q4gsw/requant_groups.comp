@@ -4,6 +4,7 @@
 // kernel's, so that q4gsw.cpp drives both. Variants (requant_groups.variants): RECOMPUTE 0/1, VEC 1/4 (the latent
 // read as vec4s: K and its offset multiples of 4).
 #version 450
+#extension GL_GOOGLE_include_directive : require
 
 #ifndef RECOMPUTE
 #define RECOMPUTE 0
@@ -46,23 +47,7 @@ layout(std430, binding = 2) buffer Codes { uint codes[]; };
 
 shared float group_max[WG];
 
-uint quantize(float x_in, float s_in) {
-  if (s_in == 0.0) return 8u;
-  float x = x_in, s = s_in;
-  if (s < 0.0) {
-    x = -x;
-    s = -s;
-  }
-  float q = clamp(round(x / s), -9.0, 8.0);
-  const float above = fma(-(q + 0.5), s, x);
-  if (above > 0.0 || (above == 0.0 && (int(q) & 1) != 0)) {
-    q += 1.0;
-  } else {
-    const float below = fma(-(q - 0.5), s, x);
-    if (below < 0.0 || (below == 0.0 && (int(q) & 1) != 0)) q -= 1.0;
-  }
-  return uint(int(clamp(q, -8.0, 7.0)) + 8);
-}
+#include "q4gsw/quantize.glsl"
 
 void main() {
   const uint t = gl_LocalInvocationID.x;

@@ -5,7 +5,7 @@
 // written, and used: the latent is read once, where requant.wgsl after scales.wgsl read it twice (scales.wgsl with
 // one thread reading a whole group: 32 threads' loads 4 KiB apart). Without it the scale is read.
 // code = clamp(round_half_even(x / s), -8, 7) + 8; code 8 where s == 0 and for padding (k >= K); the rounding as
-// requant.wgsl decides it (common quantize below), so both give the same codes bit for bit.
+// requant.wgsl decides it (the shared q4gsw/quantize), so both give the same codes bit for bit.
 //
 // @variant RECOMPUTE {true|false} the scales computed from the latent (and written) rather than read
 // @variant VEC4 {true|false} the latent read as vec4s: K and its offset multiples of 4
@@ -56,29 +56,7 @@ fn load4(n: u32, k0: u32) -> vec4<f32> {
 
 var<workgroup> group_max: array<f32, WG>;
 
-fn quantize(x_in: f32, s_in: f32) -> u32 {
-  if (s_in == 0.0) {
-    return 8u;
-  }
-  // x / s == (-x) / (-s): work with s > 0 so that the comparisons below read one way.
-  var x = x_in;
-  var s = s_in;
-  if (s < 0.0) {
-    x = -x;
-    s = -s;
-  }
-  var q = clamp(round(x / s), -9.0, 8.0);
-  let above = fma(-(q + 0.5), s, x);  // > 0: x / s is past q + 1/2
-  if (above > 0.0 || (above == 0.0 && (i32(q) & 1) != 0)) {
-    q = q + 1.0;
-  } else {
-    let below = fma(-(q - 0.5), s, x);  // < 0: x / s is before q - 1/2
-    if (below < 0.0 || (below == 0.0 && (i32(q) & 1) != 0)) {
-      q = q - 1.0;
-    }
-  }
-  return u32(i32(clamp(q, -8.0, 7.0)) + 8);
-}
+{{>q4gsw/quantize}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
