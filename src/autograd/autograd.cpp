@@ -48,7 +48,7 @@ struct Node {
 
 // Drops a node's value; one that can be made again leaves what the device derived from it with the node.
 void drop_value(Node& n) {
-  if (n.recompute && n.value.defined() && n.value.storage())
+  if (n.recompute && n.value.defined())
     n.derived = n.value.device_impl().take_derived(n.value.storage()->buffer, n.value.offset());
   n.value = Tensor();
 }
@@ -504,12 +504,20 @@ Var linear(const Var& x, const Var& weight) {
   });
 }
 
+namespace {
+// A q4 linear's latent must be its weight's [N, K].
+void check_latent(const char* op, const Var& latent, const Q4Weight& w) {
+  check(latent, op);
+  if (latent.shape() != Shape{w.out_features(), w.in_features})
+    throw ArgumentError(std::string("autograd::") + op + ": latent " + shape_str(latent.shape()) +
+                        " is not the weight's [" + std::to_string(w.out_features()) + ", " +
+                        std::to_string(w.in_features) + "]");
+}
+}  // namespace
+
 Var linear_q4gsw(const Var& x, const Q4Weight& w, const Var& latent) {
   check(x, "linear_q4gsw");
-  check(latent, "linear_q4gsw");
-  if (latent.shape() != Shape{w.out_features(), w.in_features})
-    throw ArgumentError("autograd::linear_q4gsw: latent " + shape_str(latent.shape()) + " is not the weight's [" +
-                        std::to_string(w.out_features()) + ", " + std::to_string(w.in_features) + "]");
+  check_latent("linear_q4gsw", latent, w);
   const Tensor xv = latent.requires_grad() ? keep(x) : Tensor();
   return make(ops::linear_q4gsw(x.value(), w), {x, latent}, [xv, w](const Tensor& g, Grads& gr) {
     if (gr.needs(0)) gr.add_linear_q4gsw_backward(0, g, w);
@@ -528,10 +536,7 @@ Var linear_q4gsw_residual(const Var& residual, const Var& x, const Q4Weight& w, 
   check(residual, "linear_q4gsw_residual");
   check(x, "linear_q4gsw_residual");
   const bool trains = latent.defined();
-  if (trains && latent.shape() != Shape{w.out_features(), w.in_features})
-    throw ArgumentError("autograd::linear_q4gsw_residual: latent " + shape_str(latent.shape()) +
-                        " is not the weight's [" + std::to_string(w.out_features()) + ", " +
-                        std::to_string(w.in_features) + "]");
+  if (trains) check_latent("linear_q4gsw_residual", latent, w);
   const Tensor y = ops::linear_q4gsw_residual(residual.value(), x.value(), w);
   const Tensor xv = trains && latent.requires_grad() ? keep(x) : Tensor();
   std::vector<Var> inputs = {residual, x};

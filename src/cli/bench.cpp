@@ -406,7 +406,7 @@ int run_bench(const BenchOptions& opt) {
     dev.impl().split_k = std::stoi(v);
     std::printf(", split-k: %s", v == "-1" ? "never" : v == "0" ? "by shape" : "always");
   }
-  // WGTRAIN_SPLIT_TARGET=<n>: the workgroups a split of the mixed GEMMs aims at (default 1024), for a sweep.
+  // WGTRAIN_SPLIT_TARGET=<n>: the workgroups a split of the mixed GEMMs aims at (default 384), for a sweep.
   if (const char* f = std::getenv("WGTRAIN_SPLIT_TARGET"); f && *f) {
     char* end = nullptr;
     const long n = std::strtol(f, &end, 10);

@@ -224,9 +224,7 @@ void DeviceImpl::give_derived(BufferHandle buffer, int64_t offset, DerivedCarry 
   for (auto& [key, value] : carry.entries) {
     key.buffer = buffer;
     key.view[0] += offset - carry.offset;  // every kind's view starts with its offset (DerivedKey::view)
-    if (derived_entries_ == kDerivedEntries) return;
-    derived_[buffer].emplace_back(key, std::move(value));
-    ++derived_entries_;
+    remember_derived(key, std::move(value));
   }
 }
 

@@ -83,6 +83,13 @@ std::pair<uint32_t, uint32_t> row_grid(DeviceImpl& dev, int64_t rows, uint32_t s
   return dev.grid((static_cast<uint64_t>(rows) + per - 1) / per);
 }
 
+int64_t vec_width(int64_t len, std::initializer_list<int64_t> offsets) {
+  if (len % 4 != 0) return 1;
+  for (int64_t off : offsets)
+    if (off % 4 != 0) return 1;
+  return 4;
+}
+
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype) {
   auto st = dev.allocate(static_cast<uint64_t>(numel(shape)) * dtype_size(dtype),
                          "a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape_str(shape));

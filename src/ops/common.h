@@ -49,6 +49,9 @@ std::optional<std::pair<int32_t, int32_t>> host_known_range(const Tensor& t);
 uint32_t row_segment(int64_t len);
 // The grid for `rows` rows at 256 / segment rows a workgroup (the kernels' segment_index in common/segments.wgsl).
 std::pair<uint32_t, uint32_t> row_grid(DeviceImpl& dev, int64_t rows, uint32_t segment);
+// 4 where rows of `len` floats at these offsets (and strides, in floats) are whole vec4s, else 1: the kernels that
+// take a vec4 form (norms, rope) then move 16 bytes a load.
+int64_t vec_width(int64_t len, std::initializer_list<int64_t> offsets);
 
 // A new contiguous tensor on a device (poisoned when the device poisons).
 Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype);

@@ -1,6 +1,5 @@
 // rms_norm and rms_norm_backward (rms_norm.wgsl, rms_norm_backward.wgsl).
 #include <algorithm>
-#include <initializer_list>
 
 #include "ops/common.h"
 #include "wgtrain/device.h"
@@ -34,14 +33,6 @@ void check_weight(const char* op, const Tensor& x, const Tensor& weight) {
   if (weight.rank() != 1 || weight.size(0) != x.size(-1))
     throw ArgumentError(std::string(op) + ": weight " + shape_str(weight.shape()) + " must be [" +
                         std::to_string(x.size(-1)) + "], the input's last dim");
-}
-
-// 4 where rows of `dim` floats at these offsets (in floats) are whole vec4s: the kernels then move 16 bytes a load.
-int64_t vec_width(int64_t dim, std::initializer_list<int64_t> offsets) {
-  if (dim % 4 != 0) return 1;
-  for (int64_t off : offsets)
-    if (off % 4 != 0) return 1;
-  return 4;
 }
 
 }  // namespace

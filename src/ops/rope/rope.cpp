@@ -39,9 +39,8 @@ Tensor rope(const Tensor& x_in, const Tensor& cos, const Tensor& sin, bool inver
   Tensor y = new_tensor(dev, x.shape(), DType::F32);
   if (x.numel() == 0) return y;
   // Four pairs a thread where the halves, offsets and table rows are whole vec4s.
-  const bool v4 = (hd / 2) % 4 == 0 && x.offset() % 4 == 0 && cos.offset() % 4 == 0 && sin.offset() % 4 == 0 &&
-                  cos.strides()[0] % 4 == 0;
-  const int64_t w = v4 ? 4 : 1;
+  const int64_t w = vec_width(hd / 2, {x.offset(), cos.offset(), sin.offset(), cos.strides()[0]});
+  const bool v4 = w == 4;
   RopeParams p{u32(x.numel() / 2 / w, "pairs"),
                u32(hd / 2 / w, "half"),
                u32(H, "heads"),
