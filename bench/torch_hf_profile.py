@@ -7,7 +7,8 @@ fp32 rows held within 1% (bench/RESULTS.md, run y). This script takes the same m
   wall     ms a step between CUDA events over --steps steps, three times in a row;
   host     ms a step the Python loop takes to enqueue those steps (perf_counter, no synchronisation inside);
   kernels  from torch.profiler over 5 steps: the kernels launched a step, the sum of their durations, and the time
-           the GPU had at least one kernel running (the union of their intervals), a step;
+           the GPU had at least one kernel running (the union of their intervals), a step; the sum by category
+           (GEMM, attention, optimizer, other: by kernel name);
   graph    ms a step of the whole step (forward, backward, fused AdamW) captured once in a CUDA graph and replayed:
            the same kernels with the host taken out (or why the capture failed).
 
@@ -36,11 +37,30 @@ def cpu_model():
     return platform.processor()
 
 
+# Kernel names by what they do, for a breakdown beside wgtrain's profile (first match wins).
+CATEGORIES = (("GEMM", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_", "sm80_")),
+              ("attention", ("flash", "fmha", "attention", "efficient")),
+              ("optimizer", ("adam", "multi_tensor", "foreach")))
+
+
+def category(name):
+    low = name.lower()
+    for label, keys in CATEGORIES:
+        if any(k in low for k in keys):
+            return label
+    return "other"
+
+
 def kernel_stats(trace_path, steps):
-    """Kernels a step, their summed duration and the union of their intervals (ms a step) from a Chrome trace."""
+    """Kernels a step, their summed duration and the union of their intervals (ms a step) from a Chrome trace, and
+    the summed durations by category (ms a step)."""
     events = json.load(open(trace_path))["traceEvents"]
-    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                   if e.get("cat") == "kernel" and e.get("ph") == "X")
+    kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    by_category = {}
+    for e in kernels:
+        c = category(e.get("name", ""))
+        by_category[c] = by_category.get(c, 0.0) + e["dur"] / 1e3 / steps
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in kernels)
     total = sum(b - a for a, b in spans)
     union, end = 0.0, None
     for a, b in spans:
@@ -51,7 +71,7 @@ def kernel_stats(trace_path, steps):
             union += b - end
             end = b
     first, last = (spans[0][0], max(b for _, b in spans)) if spans else (0, 0)
-    return len(spans) / steps, total / 1e3 / steps, union / 1e3 / steps, (last - first) / 1e3 / steps
+    return len(spans) / steps, total / 1e3 / steps, union / 1e3 / steps, (last - first) / 1e3 / steps, by_category
 
 
 def main():
@@ -122,7 +142,7 @@ def main():
                     step()
                 torch.cuda.synchronize()
             prof.export_chrome_trace(trace)
-            launches, kernel_sum, busy, span = kernel_stats(trace, prof_steps)
+            launches, kernel_sum, busy, span, by_category = kernel_stats(trace, prof_steps)
 
             graph_ms, graph_note = None, ""
             try:
@@ -154,7 +174,7 @@ def main():
 
             row = {"mode": label, "wall_ms": walls, "host_ms": hosts, "kernels_per_step": launches,
                    "kernel_sum_ms": kernel_sum, "gpu_busy_ms": busy, "profiled_span_ms": span,
-                   "graph_ms": graph_ms, "graph_note": graph_note, "cpu": cpu_model(),
+                   "kernel_ms_by_category": by_category, "graph_ms": graph_ms, "graph_note": graph_note, "cpu": cpu_model(),
                    "device": torch.cuda.get_device_name(), "torch": torch.__version__}
             rows.append(row)
             out.write(json.dumps(row) + "\n")
@@ -162,6 +182,8 @@ def main():
                   f" ms; {launches:.0f} kernels a step, sum {kernel_sum:.2f} ms, GPU busy {busy:.2f} of "
                   f"{span:.2f} ms profiled; graph {graph_ms if graph_ms is None else f'{graph_ms:.2f}'} ms "
                   f"({graph_note})", flush=True)
+            print("  kernels by category, ms a step: " +
+                  ", ".join(f"{k} {v:.2f}" for k, v in sorted(by_category.items(), key=lambda kv: -kv[1])), flush=True)
             del model, opt
             torch.cuda.empty_cache()
 

@@ -4,6 +4,7 @@
 #include "gpu/device_impl.h"
 #include "ops/attention/attention_variants.h"
 #include "ops/fused_ce/fused_ce_force.h"
+#include "ops/matmul/gemm.h"
 #include "ops/matmul/gemm_tiling.h"
 #include "ops/q4gsw/q4gsw_force.h"
 #include "ops/shape/transpose_force.h"
@@ -463,6 +464,17 @@ int run_bench(const BenchOptions& opt) {
       const Tensor heads = x.slice(0, 0, B * T * H * hd).reshape({B, T, H, hd}).permute({0, 2, 1, 3});
       results.push_back(measure(dev, "copy (permute 0,2,1,3)", dims({B, T, H, hd}), 0, 2.0 * B * T * H * hd * 4,
                                 [&] { ops::contiguous(heads); }));
+    }
+  });
+  // The mixed GEMMs' absmax pass (sm_absmax.wgsl, WebGPU only) over the step's operands ([tokens, width]: the k and v
+  // projections' gradients, the model's width, the MLP's, the tied head's logits): one read gives each row's and
+  // each column's maximum, combined atomically into zeros that the step makes once (not timed here).
+  if (want("mixed absmax") && dev.info().backend != Backend::NativeVulkan) guarded("mixed absmax", [&] {
+    const int64_t rows = q ? 256 : 8192;
+    for (const int64_t cols : {int64_t{320}, int64_t{640}, int64_t{1728}, int64_t{8192}}) {
+      const Tensor x = kernels.random({rows, cols}, -1, 1, 11), out = kernels.zeros({rows + cols});
+      results.push_back(measure(dev, "mixed absmax", dims({rows, cols}), 0, rows * cols * 4.0,
+                                [&] { ops::detail::row_and_column_absmax_(x, out); }));
     }
   });
   if (want("mm")) guarded("mm", [&] {

@@ -40,5 +40,8 @@ Tensor row_absmax(const Tensor& x);
 // Of each row, then of each column of x[R, C] (any strides), as a float32 tensor [R + C]: sm_absmax.wgsl's one
 // read for both, as gemm_sm takes it for an operand, here for its tests.
 Tensor row_and_column_absmax(const Tensor& x);
+// The same pass into out[R + C], combined (atomic max) with what out holds: zeros for the maxima alone. For the
+// benchmark, which times the pass without its fill.
+void row_and_column_absmax_(const Tensor& x, const Tensor& out);
 
 }  // namespace wgtrain::ops::detail

@@ -229,14 +229,23 @@ Tensor row_absmax(const Tensor& x) {
   return rows_absmax("row_absmax", dev, v).reshape({x.size(0), x.size(1)});
 }
 
-Tensor row_and_column_absmax(const Tensor& x) {
+void row_and_column_absmax_(const Tensor& x, const Tensor& out) {
   check_dtype("row_and_column_absmax", x, "input", {DType::F32});
   check_rank("row_and_column_absmax", x, "input", 2);
+  check_dtype("row_and_column_absmax", out, "out", {DType::F32});
+  if (!out.is_contiguous() || out.numel() != x.size(0) + x.size(1))
+    throw ArgumentError("row_and_column_absmax: out must be contiguous with rows + columns (" +
+                         std::to_string(x.size(0) + x.size(1)) + ") elements, got " + std::to_string(out.numel()));
   DeviceImpl& dev = x.device_impl();
   const AbsmaxView v{x.storage()->buffer, x.offset(), 1, x.size(0), x.size(1), 0, x.strides()[0], x.strides()[1]};
-  const Tensor out = new_tensor(dev, {v.rows + v.len}, DType::F32);
-  ops::fill_(out, 0.0);
   tile_pass("row_and_column_absmax", dev, v, out.storage()->buffer, true, out.offset(), true, out.offset() + v.rows);
+}
+
+Tensor row_and_column_absmax(const Tensor& x) {
+  check_rank("row_and_column_absmax", x, "input", 2);
+  const Tensor out = new_tensor(x.device_impl(), {x.size(0) + x.size(1)}, DType::F32);
+  ops::fill_(out, 0.0);
+  row_and_column_absmax_(x, out);
   return out;
 }
 
