@@ -58,9 +58,10 @@ struct RmsNormGrads {
 };
 // Its gradients, from the forward's rstd: dx in one pass per row, dweight summed over rows. With dx_addend (x's
 // shape), dx is dx_addend + the norm's gradient, in the same pass: the residual stream's gradient joined without an
-// add of its own.
+// add of its own. With dweight_acc (contiguous, weight's shape), dweight is added into it (acc + dweight, as an add
+// would give) by the sum's last pass, and returned as that tensor: a parameter's gradient buffer, no add or copy.
 RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                               const Tensor* dx_addend = nullptr);
+                               const Tensor* dx_addend = nullptr, const Tensor* dweight_acc = nullptr);
 
 // ---- rope (src/ops/rope) ----
 // Rotary position embedding of x [..., T, H, head_dim]: each head's pairs (i, i + head_dim / 2) at position t rotate

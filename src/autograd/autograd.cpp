@@ -87,6 +87,12 @@ struct Grads {
     return n.value;
   }
   void add(size_t i, const Tensor& g) { accumulate(*inputs[i], g); }
+  // Input i's own gradient buffer, for a kernel that adds its gradient straight into it (and then hands nothing
+  // to add); null where the input has none or takes no gradient.
+  const Tensor* param_grad(size_t i) const {
+    const Node& n = *inputs[i];
+    return n.requires_grad && n.param_grad.defined() ? &n.param_grad : nullptr;
+  }
   // A linear layer's weight gradient g^T x: added straight into the parameter's own buffer where it has one (no
   // temporary, no second add), accumulated as any gradient otherwise.
   void add_linear_dW(size_t i, const Tensor& g, const Tensor& x) {
@@ -437,14 +443,16 @@ Var rms_norm(const Var& x, const Var& weight, double eps) {
   const std::function<Tensor()> again = [xv, wv, eps] { return ops::rms_norm(xv, wv, eps).y; };
   return recomputable(make(n.y, {x, weight}, [xv, wv, rstd](const Tensor& g, Grads& gr) {
     Tensor dweight;
+    // The weight's gradient goes straight into its gradient buffer where it has one (the sum's last pass adds it).
+    const Tensor* acc = gr.param_grad(1);
     // x is the residual stream: its gradient from the residual add joins the norm's in the kernel's pass.
     gr.add_joined(0, [&](const Tensor* addend) {
-      ops::RmsNormGrads d = ops::rms_norm_backward(g, xv, wv, rstd, addend);
+      ops::RmsNormGrads d = ops::rms_norm_backward(g, xv, wv, rstd, addend, acc);
       dweight = d.dweight;
       return d.dx;
     });
-    if (!dweight.defined()) dweight = ops::rms_norm_backward(g, xv, wv, rstd).dweight;
-    gr.add(1, dweight);
+    if (!dweight.defined() && gr.needs(1)) dweight = ops::rms_norm_backward(g, xv, wv, rstd, nullptr, acc).dweight;
+    if (!acc) gr.add(1, dweight);
   }), again);
 }
 

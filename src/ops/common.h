@@ -60,6 +60,11 @@ Tensor new_tensor(DeviceImpl& dev, const Shape& shape, DType dtype);
 // is idle.
 Tensor upload_words(DeviceImpl& dev, const void* data, size_t bytes);
 
+// x [rows, n] summed over its rows into `into` (contiguous, [n]), added to what `into` holds where `accumulate`
+// (old + sum, as an add after the sum would give): a weight's gradient summed straight into its parameter's
+// gradient buffer (src/ops/reduce).
+void sum_rows_into(const char* op, const Tensor& x, const Tensor& into, bool accumulate);
+
 // Registration, one function per family (called once by Registry::global()).
 void register_elementwise_ops(Registry& r);
 void register_shape_ops(Registry& r);

@@ -68,7 +68,7 @@ RmsNorm rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {
 }
 
 RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight_in,
-                               const Tensor& rstd_in, const Tensor* addend_in) {
+                               const Tensor& rstd_in, const Tensor* addend_in, const Tensor* dweight_acc) {
   const char* op = "rms_norm_backward";
   check_weight(op, x_in, weight_in);
   check_dtype(op, dy_in, "grad_output", {DType::F32});
@@ -86,6 +86,13 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
     if (addend_in->shape() != x_in.shape())
       throw ArgumentError(std::string(op) + ": dx_addend " + shape_str(addend_in->shape()) + " and input " +
                           shape_str(x_in.shape()) + " differ");
+  }
+  if (dweight_acc) {
+    check_dtype(op, *dweight_acc, "dweight_acc", {DType::F32});
+    check_same_device(op, x_in, *dweight_acc);
+    if (dweight_acc->shape() != weight_in.shape() || !dweight_acc->is_contiguous())
+      throw ArgumentError(std::string(op) + ": dweight_acc " + shape_str(dweight_acc->shape()) +
+                          " must be contiguous, of the weight's shape " + shape_str(weight_in.shape()));
   }
   const Tensor dy = contiguous(dy_in), x = contiguous(x_in), w = contiguous(weight_in), r = contiguous(rstd_in);
   const Tensor addend = addend_in ? contiguous(*addend_in) : Tensor();
@@ -136,7 +143,12 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
     d.read_only = 0b1001111;  // all but dx and the parts
     dev.dispatch(d);
   }
-  g.dweight = sum(part, {0});
+  if (dweight_acc) {
+    sum_rows_into(op, part, *dweight_acc, true);
+    g.dweight = *dweight_acc;
+  } else {
+    g.dweight = sum(part, {0});
+  }
   return g;
 }
 

@@ -45,6 +45,20 @@ TEST_P(RmsNormCases, ForwardAndBackwardMatchTheReference) {
     for (int64_t j = 0; j < dim; ++j)
       scale.data[j] += std::fabs(dy.data[r * dim + j] * x.data[r * dim + j] * want.rstd.data[r]);
   EXPECT_TRUE(all_close(gg.dweight, g.dweight, 1e-6, 1e-5, &scale)) << "dweight";
+  {
+    // dweight added into a parameter's gradient buffer: a slice at an offset of a larger one, the rest untouched.
+    const auto arena = random_host({dim + 5});
+    const Tensor arena_t = upload(arena), acc = arena_t.slice(0, 2, 2 + dim);
+    const ops::RmsNormGrads into = ops::rms_norm_backward(upload(dy), xt, wt, got.rstd, nullptr, &acc);
+    EXPECT_EQ(into.dweight.storage(), arena_t.storage()) << "dweight is the buffer it was added into";
+    ref::HostTensor want_arena = arena, arena_scale({dim + 5});
+    for (int64_t j = 0; j < dim; ++j) {
+      want_arena.data[2 + j] += g.dweight.data[j];
+      arena_scale.data[2 + j] = scale.data[j] + std::fabs(arena.data[2 + j]);
+    }
+    EXPECT_TRUE(all_close(arena_t, want_arena, 1e-6, 1e-5, &arena_scale)) << "dweight added into a buffer";
+    EXPECT_TRUE(all_close(into.dx, g.dx, 1e-6, 2e-5)) << "dx beside dweight_acc";
+  }
 
   // dx joined with another gradient of x (the residual stream's) in the same pass; the addend read as a view at an
   // offset, and left as it was. At 4 floats in, rows whose length is a multiple of 4 stay whole vec4s; 3 floats in
@@ -90,6 +104,8 @@ TEST(RmsNorm, StridedInputAndBadShapes) {
   EXPECT_THROW(ops::rms_norm_backward(upload(xt), upload(xt), upload(w), upload(random_host({6}))), ArgumentError);
   const Tensor wrong = upload(random_host({6, 5}));
   EXPECT_THROW(ops::rms_norm_backward(upload(xt), upload(xt), upload(w), n.rstd, &wrong), ArgumentError);
+  const Tensor wrong_acc = upload(random_host({5}));
+  EXPECT_THROW(ops::rms_norm_backward(upload(xt), upload(xt), upload(w), n.rstd, nullptr, &wrong_acc), ArgumentError);
 }
 
 }  // namespace

@@ -17,9 +17,10 @@ struct alignas(16) ReduceParams {
   uint32_t n_out, count, parts, chunk;
   uint32_t x_off, kept_rank, red_rank;
   float scale;
+  uint32_t out_off, accumulate, pad0, pad1;
   U32x8 kept_shape, kept_strides, red_shape, red_strides;
 };
-static_assert(sizeof(ReduceParams) == 160);
+static_assert(sizeof(ReduceParams) == 176);
 
 // Reductions no longer than this run one thread per output.
 constexpr int64_t kPerThreadMax = 64;
@@ -29,9 +30,12 @@ constexpr int64_t kChunk = 4096;
 constexpr int64_t kColumnThreads = int64_t{1} << 17;
 constexpr int64_t kColumnRows = 32;
 
-// Sums `x` (kept dims, then reduced dims, as given) into a new contiguous [n_out] tensor, times scale.
+// Sums `x` (kept dims, then reduced dims, as given) into a new contiguous [n_out] tensor, times scale; or, with
+// `into` (contiguous, n_out elements), into that tensor, added to what it holds where `accumulate`. Only the last
+// dispatch writes there: the parts before it go to a new tensor.
 Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape& kept_shape,
-                   const Shape& kept_strides, const Shape& red_shape, const Shape& red_strides, float scale) {
+                   const Shape& kept_strides, const Shape& red_shape, const Shape& red_strides, float scale,
+                   const Tensor* into = nullptr, bool accumulate = false) {
   const Coalesced k = coalesce(kept_shape, {kept_strides});
   const Coalesced r = coalesce(red_shape, {red_strides});
   const int64_t n_out = numel(kept_shape), count = numel(red_shape);
@@ -46,11 +50,18 @@ Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape
   fill_u32x8(p.red_shape, r.shape, op);
   fill_u32x8(p.red_strides, r.strides[0], op);
 
+  // Where the last dispatch writes: `into`, or a new tensor.
+  const auto last_out = [&]() {
+    if (!into) return new_tensor(dev, {n_out}, DType::F32);
+    p.out_off = u32(into->offset(), "offset");
+    p.accumulate = accumulate ? 1u : 0u;
+    return *into;
+  };
   if (count <= kPerThreadMax) {
     p.parts = 1;
     p.chunk = p.count;
     p.scale = scale;
-    Tensor out = new_tensor(dev, {n_out}, DType::F32);
+    Tensor out = last_out();
     const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "true"}, {"COLUMNS", "false"}, {"SEG", "1"}});
     const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n_out) + 255) / 256);
     dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
@@ -65,12 +76,12 @@ Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape
     p.parts = u32(parts, "parts");
     p.chunk = u32(chunk, "chunk");
     p.scale = parts == 1 ? scale : 1.0f;
-    Tensor out = new_tensor(dev, {parts * n_out}, DType::F32);
+    Tensor out = parts == 1 ? last_out() : new_tensor(dev, {parts * n_out}, DType::F32);
     const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "false"}, {"COLUMNS", "true"}, {"SEG", "1"}});
     const auto [gx, gy] = dev.grid(static_cast<uint64_t>((n_out + 255) / 256 * parts));
     dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
     if (parts == 1) return out;
-    return reduce_core(dev, op, out, {n_out}, {1}, {parts}, {n_out}, scale);
+    return reduce_core(dev, op, out, {n_out}, {1}, {parts}, {n_out}, scale, into, accumulate);
   }
 
   // Split long reductions when there are too few outputs to keep the device busy on their own.
@@ -81,14 +92,14 @@ Tensor reduce_core(DeviceImpl& dev, const char* op, const Tensor& x, const Shape
   p.parts = u32(parts, "parts");
   p.chunk = u32(chunk, "chunk");
   p.scale = parts == 1 ? scale : 1.0f;
-  Tensor out = new_tensor(dev, {n_out * parts}, DType::F32);
+  Tensor out = parts == 1 ? last_out() : new_tensor(dev, {n_out * parts}, DType::F32);
   const uint32_t seg = row_segment(chunk);
   const auto& pipe = dev.pipeline("reduce/reduce", {{"PER_THREAD", "false"}, {"COLUMNS", "false"}, {"SEG", std::to_string(seg)}});
   const auto [gx, gy] = row_grid(dev, n_out * parts, seg);
   dev.dispatch({op, &pipe, &p, sizeof p, {{x.storage()->buffer}, {out.storage()->buffer}}, gx, gy, 1});
   if (parts == 1) return out;
   // Second stage: the parts of each output are contiguous.
-  return reduce_core(dev, op, out, {n_out}, {parts}, {parts}, {1}, scale);
+  return reduce_core(dev, op, out, {n_out}, {parts}, {parts}, {1}, scale, into, accumulate);
 }
 
 Tensor reduce_impl(const char* op, const Tensor& x, const std::vector<int>& dims, bool keepdim, bool mean) {
@@ -132,6 +143,26 @@ Tensor mean(const Tensor& x, const std::vector<int>& dims, bool keepdim) {
 }
 
 namespace detail {
+
+void sum_rows_into(const char* op, const Tensor& x, const Tensor& into, bool accumulate) {
+  check_dtype(op, x, "input", {DType::F32});
+  check_dtype(op, into, "into", {DType::F32});
+  check_same_device(op, x, into);
+  if (x.rank() != 2 || into.rank() != 1 || into.size(0) != x.size(1) || !into.is_contiguous())
+    throw ArgumentError(std::string(op) + ": a sum over the rows of " + shape_str(x.shape()) +
+                        " goes into a contiguous [" + std::to_string(x.rank() == 2 ? x.size(1) : 0) + "], got " +
+                        shape_str(into.shape()) + (into.is_contiguous() ? "" : " (not contiguous)"));
+  // A read and a write binding of one buffer may not meet in a dispatch.
+  if (x.storage() == into.storage())
+    throw ArgumentError(std::string(op) + ": the sum's input and its destination share a buffer");
+  if (x.size(1) == 0) return;
+  if (x.size(0) == 0) {
+    if (!accumulate) ops::fill_(into, 0.0);
+    return;
+  }
+  reduce_core(x.device_impl(), op, x, {x.size(1)}, {x.strides()[1]}, {x.size(0)}, {x.strides()[0]}, 1.0f, &into,
+              accumulate);
+}
 
 void register_reduce_ops(Registry& r) {
   for (bool is_mean : {false, true}) {

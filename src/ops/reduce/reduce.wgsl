@@ -10,6 +10,9 @@
 // workgroup is one contiguous run, and each sums `chunk` rows of one `part` into out[part * n_out + o]; the second
 // dispatch sums those parts, again side by side. (Segments would read one column each: a stride of a row a lane.)
 //
+// The last dispatch writes at out_off, and with `accumulate` adds the sum to what out holds there (old + sum): a
+// gradient summed straight into a parameter's gradient buffer (rms_norm_backward's weight), no add of its own.
+//
 // @variant PER_THREAD {true|false} one thread per output (short reductions), else segments of SEG threads
 // @variant COLUMNS {true|false} one thread per (output, part), outputs contiguous in x
 // @variant SEG {1|2|4|8|16|32|64|128|256} threads per (output, part) segment (1 with PER_THREAD)
@@ -30,6 +33,10 @@ struct Params {
   kept_rank: u32,
   red_rank: u32,
   scale: f32,
+  out_off: u32,
+  accumulate: u32,
+  _pad0: u32,
+  _pad1: u32,
   kept_shape: array<vec4<u32>, 2>,
   kept_strides: array<vec4<u32>, 2>,
   red_shape: array<vec4<u32>, 2>,
@@ -41,6 +48,15 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
 {{>common/wgsum}}
+
+fn put(i: u32, v: f32) {
+  let at = p.out_off + i;
+  if (p.accumulate != 0u) {
+    out[at] = out[at] + v;
+  } else {
+    out[at] = v;
+  }
+}
 
 fn kept_offset(o: u32) -> u32 {
   var rem = o;
@@ -84,7 +100,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       for (var r = begin; r < end; r = r + 1u) {
         acc = acc + x[p.x_off + o + red_offset(r)];
       }
-      out[part * p.n_out + o] = acc * p.scale;
+      put(part * p.n_out + o, acc * p.scale);
     }
     return;
   }
@@ -97,7 +113,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       for (var r = 0u; r < p.count; r = r + 1u) {
         acc = acc + x[base + red_offset(r)];
       }
-      out[o] = acc * p.scale;
+      put(o, acc * p.scale);
     }
     return;
   }
@@ -120,6 +136,6 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   let total = workgroup_sum(lid.x, acc);
   if (valid && lane == 0u) {
-    out[item] = total * p.scale;
+    put(item, total * p.scale);
   }
 }

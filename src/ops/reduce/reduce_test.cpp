@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
+#include "ops/common.h"
 #include "ops/reference.h"
 #include "support/test_support.h"
 #include "wgtrain/error.h"
@@ -85,6 +87,44 @@ TEST(Reduce, EmptyReduction) {
     EXPECT_EQ(s[i], 0.0f);
     EXPECT_TRUE(std::isnan(m[i]));
   }
+}
+
+// A sum over rows written into a slice of a larger buffer (a parameter's gradient at an offset in the gradients'
+// arena), added to what it held or replacing it: on the one-pass path (64 rows or fewer), the columns' two stages
+// (8192 rows), and the segments' path (a transposed view). Elements outside the slice keep their bits. Tolerance as
+// above, the old values' magnitudes added to the scale.
+TEST(Reduce, SumRowsIntoAnOffsetAddsOrReplaces) {
+  for (const auto& [rows, cols, transposed] : {std::tuple{50, 33, false}, std::tuple{8192, 640, false},
+                                               std::tuple{300, 70, true}, std::tuple{1, 5, false}}) {
+    for (const bool accumulate : {true, false}) {
+      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + (transposed ? " transposed" : "") +
+                   (accumulate ? ", accumulate" : ", replace"));
+      const auto x = random_host(transposed ? Shape{cols, rows} : Shape{rows, cols});
+      ref::HostTensor xr({rows, cols});  // x as the op reads it
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          xr.data[r * cols + c] = transposed ? x.data[c * rows + r] : x.data[r * cols + c];
+      const auto arena = random_host({cols + 7});
+      const Tensor arena_t = upload(arena), into = arena_t.slice(0, 3, 3 + cols);
+      const Tensor xt = transposed ? upload(x).transpose(0, 1) : upload(x);
+      ops::detail::sum_rows_into("test", xt, into, accumulate);
+      ref::HostTensor want = arena, scale({cols + 7});
+      const auto sums = ref::reduce(xr, {0}, false, false), abs_sums = ref::reduce_abs(xr, {0}, false);
+      for (int64_t c = 0; c < cols; ++c) {
+        want.data[3 + c] = (accumulate ? arena.data[3 + c] : 0.0) + sums.data[c];
+        scale.data[3 + c] = abs_sums.data[c] + (accumulate ? std::fabs(arena.data[3 + c]) : 0.0);
+      }
+      EXPECT_TRUE(all_close(arena_t, want, 1e-30, std::ldexp(1.0, -17), &scale));
+      const auto got = arena_t.to_host_f32();
+      for (const int64_t i : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{cols} + 3, int64_t{cols} + 6})
+        EXPECT_EQ(got[i], static_cast<float>(arena.data[i])) << "outside the slice, at " << i;
+    }
+  }
+  const Tensor x = upload(random_host({4, 5}));
+  EXPECT_THROW(ops::detail::sum_rows_into("test", x, upload(random_host({4})), true), ArgumentError);
+  EXPECT_THROW(ops::detail::sum_rows_into("test", x, upload(random_host({10})).slice(0, 0, 10, 2), true),
+               ArgumentError);
+  EXPECT_THROW(ops::detail::sum_rows_into("test", x, x.slice(0, 0, 1).reshape({5}), true), ArgumentError);
 }
 
 TEST(Reduce, RejectsBadDims) {
