@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "gpu/device_impl.h"
+#include "ops/common.h"
 #include "wgtrain/attention.h"
 #include "wgtrain/error.h"
 #include "wgtrain/fused_ce.h"
@@ -384,7 +385,7 @@ Var swiglu(const Var& gate, const Var& up) {
                              if (gr.needs(0)) gr.add(0, d.dgate);
                              if (gr.needs(1)) gr.add(1, d.dup);
                            }),
-                      [gv, uv] { return ops::swiglu(gv, uv); });
+                      [gv, uv] { return ops::detail::swiglu_again(gv, uv); });
 }
 
 Var rsqrt(const Var& x) {

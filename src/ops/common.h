@@ -65,6 +65,10 @@ Tensor upload_words(DeviceImpl& dev, const void* data, size_t bytes);
 // gradient buffer (src/ops/reduce).
 void sum_rows_into(const char* op, const Tensor& x, const Tensor& into, bool accumulate);
 
+// swiglu(gate, up) made again for the backward: the forward's kernel form, so the same bits, without the maxima the
+// forward already left for the mixed GEMMs (autograd hands them over: DeviceImpl::give_derived) (src/ops/swiglu).
+Tensor swiglu_again(const Tensor& gate, const Tensor& up);
+
 // Registration, one function per family (called once by Registry::global()).
 void register_elementwise_ops(Registry& r);
 void register_shape_ops(Registry& r);

@@ -40,6 +40,13 @@ Tensor row_absmax(const Tensor& x);
 // Of each row, then of each column of x[R, C] (any strides), as a float32 tensor [R + C]: sm_absmax.wgsl's one
 // read for both, as gemm_sm takes it for an operand, here for its tests.
 Tensor row_and_column_absmax(const Tensor& x);
+// For a kernel that writes the maxima of its own output, a matrix that mixed GEMMs read next, in the absmax pass's
+// stead (swiglu.wgsl's MAXIMA form, with matmul/tile_maxima): `floats` zeros of the device's scratch arena, for
+// rows + columns of each output; and, after the kernel's dispatch (which would drop them), the maxima of x
+// (contiguous, [rows, cols]: rows at `at`, columns after them) remembered as the GEMMs' absmax pass would have
+// remembered its own, for x as an operand and transposed.
+wgtrain::detail::DerivedValue operand_maxima_scratch(DeviceImpl& dev, int64_t floats);
+void remember_operand_maxima(const Tensor& x, int64_t rows, int64_t cols, const wgtrain::detail::DerivedValue& at);
 // The same pass into out[R + C], combined (atomic max) with what out holds: zeros for the maxima alone. For the
 // benchmark, which times the pass without its fill.
 void row_and_column_absmax_(const Tensor& x, const Tensor& out);

@@ -142,13 +142,17 @@ Tensor rows_absmax(const char* op, DeviceImpl& dev, const AbsmaxView& v) {
 // are not computed again. Otherwise a single matrix is read once for the maxima of its rows and of its columns, and
 // both are remembered: a GEMM operand's transpose is the weight gradient's (dy for dx = dy W, dy^T for dW = dy^T x;
 // x for the forward, x in dW), so in a training step each operand is read once.
+// Zeros from the device's scratch arena: one fill serves a step's operands (a fill each cost 1.2 ms a step).
+DerivedValue scratch_zeros(DeviceImpl& dev, int64_t floats) {
+  return dev.zeroed_scratch(floats, [](const std::shared_ptr<Storage>& s) {
+    ops::fill_(Tensor(s, {static_cast<int64_t>(s->bytes / 4)}, {1}, 0, DType::F32), 0.0);
+  });
+}
+
 DerivedValue operand_absmax(const char* op, DeviceImpl& dev, const AbsmaxView& v) {
   if (auto hit = dev.derived(v.key())) return *hit;
   if (v.batch == 1) {
-    // Zeros from the device's scratch arena: one fill serves a step's operands (a fill each cost 1.2 ms a step).
-    const DerivedValue rows = dev.zeroed_scratch(v.rows + v.len, [](const std::shared_ptr<Storage>& s) {
-      ops::fill_(Tensor(s, {static_cast<int64_t>(s->bytes / 4)}, {1}, 0, DType::F32), 0.0);
-    });
+    const DerivedValue rows = scratch_zeros(dev, v.rows + v.len);
     const DerivedValue cols{rows.storage, rows.offset + v.rows};
     tile_pass(op, dev, v, rows.storage->buffer, true, rows.offset, true, cols.offset);
     dev.remember_derived(v.transposed().key(), cols);
@@ -227,6 +231,17 @@ Tensor row_absmax(const Tensor& x) {
   const AbsmaxView v{x.storage()->buffer, x.offset(), x.size(0),     x.size(1),
                      x.size(2),           x.strides()[0], x.strides()[1], x.strides()[2]};
   return rows_absmax("row_absmax", dev, v).reshape({x.size(0), x.size(1)});
+}
+
+DerivedValue operand_maxima_scratch(DeviceImpl& dev, int64_t floats) { return scratch_zeros(dev, floats); }
+
+void remember_operand_maxima(const Tensor& x, int64_t rows, int64_t cols, const DerivedValue& at) {
+  if (!x.is_contiguous() || x.numel() != rows * cols)
+    throw Error("remember_operand_maxima: the maxima are of a contiguous matrix of " + std::to_string(rows) + " x " +
+                std::to_string(cols) + " elements");
+  const AbsmaxView v = view_of(x, 1, rows, cols, 0, cols, 1);
+  x.device_impl().remember_derived(v.transposed().key(), DerivedValue{at.storage, at.offset + rows});
+  x.device_impl().remember_derived(v.key(), at);
 }
 
 void row_and_column_absmax_(const Tensor& x, const Tensor& out) {

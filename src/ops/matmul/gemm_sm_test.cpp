@@ -353,6 +353,63 @@ TEST_P(Mixed, ARecomputedOperandKeepsTheMaximaOfTheForward) {
   }
 }
 
+// swiglu and its backward on a mixed device leave the maxima of their outputs' rows and columns where the GEMMs that
+// read them next look (swiglu.wgsl's MAXIMA form, tiles of 64 x 128): for each output as an operand and transposed,
+// exactly the absmax pass's; then a GEMM on such an output runs no absmax pass. The values are the plain kernel's
+// (forward: bit for bit; the gradients within the reference's bound: another kernel may contract differently), and
+// made again for the backward (swiglu_again) they are the same bits, with nothing remembered. Awkward sizes around
+// the tile; a 3-d operand.
+TEST_P(Mixed, SwigluLeavesItsOutputsMaximaForTheGemms) {
+  RUN_OR_SKIP(GetParam());
+  for (const Shape& shape : {Shape{130, 132}, Shape{2, 67, 260}, Shape{64, 128}, Shape{1, 4}}) {
+    SCOPED_TRACE(shape_str(shape));
+    const int64_t cols = shape.back(), rows = numel(shape) / cols;
+    const auto gh = random_host(shape, -4, 4), uh = random_host(shape), dh = random_host(shape);
+    const Tensor g = up(gh), u = up(uh), d = up(dh);
+    auto& impl = dev().impl();
+    impl.forget_all_derived();
+    // What the absmax pass would have remembered for t, against what the cache holds.
+    auto expect_maxima = [&](const Tensor& t, const char* what) {
+      SCOPED_TRACE(what);
+      const auto want = ops::detail::row_and_column_absmax(t.reshape({rows, cols})).to_host_f32();
+      const wgtrain::detail::DerivedKey as_operand{t.storage()->buffer, 1, {t.offset(), 1, rows, cols, 0, cols, 1}};
+      const wgtrain::detail::DerivedKey transposed{t.storage()->buffer, 1, {t.offset(), 1, cols, rows, 0, 1, cols}};
+      const auto a = impl.derived(as_operand), b = impl.derived(transposed);
+      ASSERT_TRUE(a && b) << "no maxima remembered";
+      const auto read = [](const wgtrain::detail::DerivedValue& v, int64_t n) {
+        return Tensor(v.storage, {n}, {1}, v.offset, DType::F32).to_host_f32();
+      };
+      EXPECT_EQ(read(*a, rows), std::vector<float>(want.begin(), want.begin() + rows)) << "rows";
+      EXPECT_EQ(read(*b, cols), std::vector<float>(want.begin() + rows, want.end())) << "columns";
+    };
+    const Tensor out = ops::swiglu(g, u);
+    expect_maxima(out, "forward");
+    const auto plain = ops::swiglu(Tensor::from_host(test::device(), shape, g.to_host_f32()),
+                                   Tensor::from_host(test::device(), shape, u.to_host_f32()));
+    EXPECT_EQ(out.to_host_f32(), plain.to_host_f32()) << "the plain kernel's bits";
+    const ops::SwigluGrads gr = ops::swiglu_backward(d, g, u);
+    expect_maxima(gr.dgate, "d_gate");
+    expect_maxima(gr.dup, "d_up");
+    const ref::SwigluGradRef want = ref::swiglu_backward(dh, gh, uh);
+    EXPECT_TRUE(test::all_close(gr.dgate, want.dgate, 1e-6, 1e-5)) << "d_gate";
+    EXPECT_TRUE(test::all_close(gr.dup, want.dup, 1e-6, 1e-5)) << "d_up";
+    // A GEMM on the output finds its maxima: the product and its finishing pass, no absmax pass.
+    const Tensor w = up(random_host({cols, 24}));
+    const uint64_t before = dev().stats().dispatches;
+    const Tensor y = ops::mm(out.reshape({rows, cols}), w);
+    const uint64_t gemm_dispatches = dev().stats().dispatches - before;
+    impl.forget_all_derived();
+    const uint64_t again_before = dev().stats().dispatches;
+    const Tensor y_again = ops::mm(out.reshape({rows, cols}), w);
+    EXPECT_LT(gemm_dispatches, dev().stats().dispatches - again_before) << "the GEMM reduced the output again";
+    EXPECT_EQ(y.to_host_f32(), y_again.to_host_f32()) << "the remembered maxima give the pass's product";
+    const Tensor made_again = ops::detail::swiglu_again(g, u);
+    EXPECT_EQ(made_again.to_host_f32(), out.to_host_f32()) << "made again";
+    EXPECT_FALSE(impl.derived({made_again.storage()->buffer, 1, {made_again.offset(), 1, rows, cols, 0, cols, 1}}))
+        << "made again, it remembers nothing of its own";
+  }
+}
+
 // A residual stream joined to a q4 linear as one node (autograd::linear_q4gsw_residual: the GEMM's finishing pass
 // adds it) gives the value and the gradients of an add after the linear, bit for bit: a trained latent and a
 // frozen weight, outputs whole 16 x 16 fragments (finished in place) and not (through the padded buffer).

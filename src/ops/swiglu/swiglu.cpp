@@ -1,5 +1,8 @@
 // swiglu: silu(gate) * up and its two gradients, one pass each (swiglu.wgsl).
+#include <tuple>
+
 #include "ops/common.h"
+#include "ops/matmul/gemm.h"
 #include "wgtrain/device.h"
 #include "wgtrain/ops.h"
 
@@ -11,7 +14,13 @@ namespace {
 
 struct alignas(16) SwigluParams {
   uint32_t n, gate_off, up_off, grad_off;
+  uint32_t rows, cols, flags, pad;                 // the MAXIMA form's matrix and what it combines
+  uint32_t max_r0, max_c0, max_r1, max_c1;         // where its outputs' row and column maxima go
 };
+
+// What the mixed GEMMs after swiglu get from it: the MAXIMA form writes its outputs' row and column maxima (kRemember)
+// or only the same values by the same code (kSameBits: a forward's output made again); kPlain: neither.
+enum class Maxima { kPlain, kSameBits, kRemember };
 
 // Checks the operands (float32, one shape, one device) and makes them contiguous.
 std::vector<Tensor> operands(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> in) {
@@ -29,7 +38,7 @@ std::vector<Tensor> operands(const char* op, std::initializer_list<std::pair<con
 }
 
 // One dispatch over contiguous operands: gate, up (and the incoming gradient) into outs (out, or d_gate and d_up).
-void run(const char* op, const std::vector<Tensor>& in, const std::vector<Tensor>& outs) {
+void run(const char* op, const std::vector<Tensor>& in, const std::vector<Tensor>& outs, Maxima maxima) {
   DeviceImpl& dev = outs[0].device_impl();
   const int64_t n = outs[0].numel();
   if (n == 0) return;
@@ -38,40 +47,76 @@ void run(const char* op, const std::vector<Tensor>& in, const std::vector<Tensor
   for (const Tensor& t : in) vec4 = vec4 && t.offset() % 4 == 0;
   const int64_t w = vec4 ? 4 : 1;
   const bool backward = in.size() == 3;
-  const SwigluParams p{u32(n / w, "elements"), u32(in[0].offset() / w, "offset"), u32(in[1].offset() / w, "offset"),
-                       backward ? u32(in[2].offset() / w, "offset") : 0u};
-  const auto [gx, gy] = dev.grid((static_cast<uint64_t>(p.n) + 255) / 256);
+  SwigluParams p{};
+  p.n = u32(n / w, "elements");
+  p.gate_off = u32(in[0].offset() / w, "offset");
+  p.up_off = u32(in[1].offset() / w, "offset");
+  p.grad_off = backward ? u32(in[2].offset() / w, "offset") : 0u;
+  // The MAXIMA form: the operands as a matrix [rows, last dim] in tiles of 64 x 128, where the GEMMs that read the
+  // outputs next run mixed (their absmax passes then find the maxima made) and its grid fits.
+  const int64_t cols = outs[0].rank() >= 2 ? outs[0].size(-1) : 0, rows = cols ? n / cols : 0;
+  const int64_t maxd = dev.limits.max_workgroups_per_dim;
+  const bool tiles = maxima != Maxima::kPlain && vec4 && cols % 4 == 0 && rows > 0 && gemm_is_mixed(dev) &&
+                     (cols + 127) / 128 <= maxd && (rows + 63) / 64 <= maxd;
   wgtrain::detail::DispatchDesc d;
   d.op = op;
-  d.pipeline = &dev.pipeline("swiglu/swiglu", {{"T", vec4 ? "vec4<f32>" : "f32"}, {"BACKWARD", backward ? "true" : "false"}});
+  d.pipeline = &dev.pipeline("swiglu/swiglu", {{"T", vec4 ? "vec4<f32>" : "f32"},
+                                               {"BACKWARD", backward ? "true" : "false"},
+                                               {"MAXIMA", tiles ? "true" : "false"}});
   d.uniforms = &p;
   d.uniform_bytes = sizeof p;
   for (const Tensor& t : in) d.storage.push_back({t.storage()->buffer});
   for (const Tensor& t : outs) d.storage.push_back({t.storage()->buffer});
   d.read_only = (1u << in.size()) - 1;
-  d.groups_x = gx;
-  d.groups_y = gy;
+  wgtrain::detail::DerivedValue at;
+  if (tiles) {
+    const bool remember = maxima == Maxima::kRemember;
+    // One slice for every output's maxima (one binding): rows, then columns, of each in turn.
+    at = operand_maxima_scratch(dev, remember ? static_cast<int64_t>(outs.size()) * (rows + cols) : 1);
+    p.rows = u32(rows, "rows");
+    p.cols = u32(cols, "columns");
+    p.flags = remember ? 3u : 0u;
+    p.max_r0 = u32(at.offset, "offset");
+    p.max_c0 = u32(at.offset + rows, "offset");
+    p.max_r1 = u32(at.offset + (rows + cols), "offset");
+    p.max_c1 = u32(at.offset + (rows + cols) + rows, "offset");
+    d.storage.push_back({at.storage->buffer});
+    d.groups_x = static_cast<uint32_t>((cols + 127) / 128);
+    d.groups_y = static_cast<uint32_t>((rows + 63) / 64);
+  } else {
+    std::tie(d.groups_x, d.groups_y) = dev.grid((static_cast<uint64_t>(p.n) + 255) / 256);
+  }
   dev.dispatch(d);
+  if (tiles && maxima == Maxima::kRemember)
+    for (size_t o = 0; o < outs.size(); ++o)
+      remember_operand_maxima(outs[o], rows, cols,
+                              {at.storage, at.offset + static_cast<int64_t>(o) * (rows + cols)});
+}
+
+Tensor swiglu_values(const char* op, const Tensor& gate, const Tensor& up, Maxima maxima) {
+  const auto x = operands(op, {{&gate, "gate"}, {&up, "up"}});
+  Tensor out = new_tensor(x[0].device_impl(), x[0].shape(), DType::F32);
+  run(op, {x[0], x[1]}, {out}, maxima);
+  return out;
 }
 
 }  // namespace
 
-Tensor swiglu(const Tensor& gate, const Tensor& up) {
-  const auto x = operands("swiglu", {{&gate, "gate"}, {&up, "up"}});
-  Tensor out = new_tensor(x[0].device_impl(), x[0].shape(), DType::F32);
-  run("swiglu", {x[0], x[1]}, {out});
-  return out;
-}
+Tensor swiglu(const Tensor& gate, const Tensor& up) { return swiglu_values("swiglu", gate, up, Maxima::kRemember); }
 
 SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate, const Tensor& up) {
   const auto x = operands("swiglu_backward", {{&grad, "grad_output"}, {&gate, "gate"}, {&up, "up"}});
   DeviceImpl& dev = x[0].device_impl();
   SwigluGrads r{new_tensor(dev, x[0].shape(), DType::F32), new_tensor(dev, x[0].shape(), DType::F32)};
-  run("swiglu_backward", {x[1], x[2], x[0]}, {r.dgate, r.dup});
+  run("swiglu_backward", {x[1], x[2], x[0]}, {r.dgate, r.dup}, Maxima::kRemember);
   return r;
 }
 
 namespace detail {
+
+Tensor swiglu_again(const Tensor& gate, const Tensor& up) {
+  return swiglu_values("swiglu", gate, up, Maxima::kSameBits);
+}
 
 void register_swiglu_ops(Registry& r) {
   OpSchema s;
