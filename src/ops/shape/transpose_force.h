@@ -4,10 +4,14 @@
 
 namespace wgtrain::ops::detail {
 
-// kTransposeChoice (the default): 64 x 32-word tiles (AH = 2), 32 x 32 where the strided dim is short or the
-// workgroup memory small; 1, 2 or 4 forces AH (tiles of 32 AH x 32 words; an UnsupportedError where the device's
-// workgroup memory cannot hold it). AH = 1 is the kernel before the choice.
+// kTransposeChoice (the default): 32 x 32-word tiles (AH = 1; the wider ones were slower on the H200, run n); 1, 2
+// or 4 forces AH (tiles of 32 AH x 32 words; an UnsupportedError where the device's workgroup memory cannot hold
+// it).
 constexpr int kTransposeChoice = 0;
 extern int transpose_force;
+// The order the tiles are taken in: bands of kTransposeBand tiles along the dim contiguous in the source by default;
+// a positive transpose_band forces that width (1: the tiles along the destination's rows first, the order before).
+constexpr int kTransposeBand = 8;
+extern int transpose_band;
 
 }  // namespace wgtrain::ops::detail
