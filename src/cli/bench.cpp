@@ -450,23 +450,15 @@ int run_bench(const BenchOptions& opt) {
       namespace od = ops::detail;
       bool forced = false;
       const std::vector<int> tiles = env_forces("WGTRAIN_FORCE_COPY", od::kTransposeChoice, &forced);
-      // WGTRAIN_FORCE_COPY_BAND=1|8|...[,...]: the order its tiles are taken in (bands of that many), likewise.
-      bool banded = false;
-      const std::vector<int> bands = env_forces("WGTRAIN_FORCE_COPY_BAND", od::kTransposeChoice, &banded);
       struct Restore {
-        ~Restore() { od::transpose_force = od::transpose_band = od::kTransposeChoice; }
+        ~Restore() { od::transpose_force = od::kTransposeChoice; }
       } restore;
-      for (int tile : tiles)
-        for (int band : bands) {
-          od::transpose_force = tile;
-          od::transpose_band = band;
-          std::string name = "copy (dim-order";
-          if (forced) name += " f" + std::to_string(tile);
-          if (banded) name += " b" + std::to_string(band);
-          results.push_back(measure(dev, name + ")", dims({1024, n / 1024}), 0, 2.0 * n * 4,
-                                    [&] { ops::contiguous(xt); }));
-        }
-      od::transpose_force = od::transpose_band = od::kTransposeChoice;
+      for (int tile : tiles) {
+        od::transpose_force = tile;
+        results.push_back(measure(dev, forced ? "copy (dim-order f" + std::to_string(tile) + ")" : "copy (dim-order)",
+                                  dims({1024, n / 1024}), 0, 2.0 * n * 4, [&] { ops::contiguous(xt); }));
+      }
+      od::transpose_force = od::kTransposeChoice;
       // The head-layout copy of attention: [B, T, H, hd] to [B, H, T, hd] (rows of hd words move whole).
       const int64_t B = q ? 2 : 16, T = q ? 64 : 512, H = 8, hd = 64;
       const Tensor heads = x.slice(0, 0, B * T * H * hd).reshape({B, T, H, hd}).permute({0, 2, 1, 3});

@@ -1,6 +1,5 @@
 // Shape and copy ops: the dim-order copy (contiguous), expand_copy, fill/full, cat, slice assignment, and the views
 // (reshape, permute, transpose, slice, unsqueeze, squeeze) in the registry for run-op.
-#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -44,7 +43,7 @@ void fill_contiguous(const Tensor& t, double value) {
 struct alignas(16) TransposeParams {
   uint32_t a_len, b_len, tiles_a, tiles_b;
   uint32_t src_a, dst_b, src_off, dst_off;
-  uint32_t batch_rank, band, pad[2];
+  uint32_t batch_rank, pad[3];
   U32x8 batch_shape, batch_src, batch_dst;
 };
 static_assert(sizeof(TransposeParams) == 144);
@@ -55,7 +54,6 @@ constexpr int64_t kTile = 32;
 
 namespace detail {
 int transpose_force = kTransposeChoice;
-int transpose_band = kTransposeChoice;
 }  // namespace detail
 
 namespace {
@@ -92,10 +90,6 @@ bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coal
   }
   p.tiles_a = u32((c.shape[a] + kTile * ah - 1) / (kTile * ah), "tiles");
   p.tiles_b = u32((c.shape[b] + kTile - 1) / kTile, "tiles");
-  // Bands of kTransposeBand tiles along b (transpose.wgsl), or what transpose_band forces (1: the order before).
-  const int64_t band = transpose_band != kTransposeChoice ? transpose_band : kTransposeBand;
-  if (band < 1) throw Error("copy: a transpose band of " + std::to_string(band) + " tiles");
-  p.band = static_cast<uint32_t>(std::min<int64_t>(band, p.tiles_b));
   p.src_a = u32(ss[a], "stride");
   p.dst_b = u32(ds[b], "stride");
   p.src_off = u32(src.offset(), "offset");

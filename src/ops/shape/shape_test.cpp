@@ -173,20 +173,16 @@ std::vector<float> gather(const std::vector<float>& storage, const Tensor& view)
 // The copies that transpose (the output's innermost dim strided in the source: the tiled kernel) and those that
 // move whole rows (innermost dim contiguous in both: 16-byte words where aligned), at sizes off the 32 x 32 tile,
 // from views at offsets, into poisoned outputs; exact. Each tile of the tiled kernel (ops/shape/transpose_force.h)
-// forced in turn (the 128 x 32 tile where the device grants the workgroup memory), then the op's choice; each in
-// bands of 1 and 2 tiles (2: a narrower last band where the tiles along b are odd) and the default band.
+// forced in turn (the 128 x 32 tile where the device grants the workgroup memory), then the op's choice.
 void transposing_copies_at_awkward_shapes();
 TEST(Contiguous, TransposingCopiesAtAwkwardShapes) {
-  namespace od = ops::detail;
-  for (int tile : {1, 2, 4, od::kTransposeChoice})
-    for (int band : {1, 2, od::kTransposeChoice}) {
-      SCOPED_TRACE("transpose tile " + std::to_string(tile) + ", band " + std::to_string(band));
-      if (tile == 4 && 4 * 32 * 33 * 4 > test::device().limits().max_workgroup_storage) continue;
-      od::transpose_force = tile;
-      od::transpose_band = band;
-      transposing_copies_at_awkward_shapes();
-    }
-  od::transpose_force = od::transpose_band = od::kTransposeChoice;
+  for (int tile : {1, 2, 4, ops::detail::kTransposeChoice}) {
+    SCOPED_TRACE("transpose tile " + std::to_string(tile));
+    if (tile == 4 && 4 * 32 * 33 * 4 > test::device().limits().max_workgroup_storage) continue;
+    ops::detail::transpose_force = tile;
+    transposing_copies_at_awkward_shapes();
+  }
+  ops::detail::transpose_force = ops::detail::kTransposeChoice;
 }
 
 void transposing_copies_at_awkward_shapes() {
@@ -210,7 +206,7 @@ void transposing_copies_at_awkward_shapes() {
       {{2, 35, 4, 8}, {0, 2, 1, 3}, 3, 2},       // rows cut to 6 words at an offset of 2
       {{200, 70}, {1, 0}, 0, 5},                 // 195 along a: tiles of 64 and 128 words, the last one partial
       {{2, 129, 33}, {0, 2, 1}, -1, 0},          // a batch, 129 along a
-      {{20, 300}, {1, 0}, -1, 0},                // 10 tiles along b: a band of 8, then one of 2
+      {{20, 300}, {1, 0}, -1, 0},                // 10 tiles along b
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(shape_str(c.storage));

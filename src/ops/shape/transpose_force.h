@@ -9,9 +9,5 @@ namespace wgtrain::ops::detail {
 // it).
 constexpr int kTransposeChoice = 0;
 extern int transpose_force;
-// The order the tiles are taken in: bands of kTransposeBand tiles along the dim contiguous in the source by default;
-// a positive transpose_band forces that width (1: the tiles along the destination's rows first, the order before).
-constexpr int kTransposeBand = 8;
-extern int transpose_band;
 
 }  // namespace wgtrain::ops::detail
