@@ -43,7 +43,7 @@ void fill_contiguous(const Tensor& t, double value) {
 struct alignas(16) TransposeParams {
   uint32_t a_len, b_len, tiles_a, tiles_b;
   uint32_t src_a, dst_b, src_off, dst_off;
-  uint32_t batch_rank, pad[3];
+  uint32_t batch_rank, order, pad[2];
   U32x8 batch_shape, batch_src, batch_dst;
 };
 static_assert(sizeof(TransposeParams) == 144);
@@ -54,6 +54,7 @@ constexpr int64_t kTile = 32;
 
 namespace detail {
 int transpose_force = kTransposeChoice;
+int transpose_order = kTransposeChoice;
 }  // namespace detail
 
 namespace {
@@ -90,6 +91,10 @@ bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coal
   }
   p.tiles_a = u32((c.shape[a] + kTile * ah - 1) / (kTile * ah), "tiles");
   p.tiles_b = u32((c.shape[b] + kTile - 1) / kTile, "tiles");
+  // The order the tiles are taken in (transpose.wgsl): kTransposeOrder, or what transpose_order forces.
+  const int order = transpose_order != kTransposeChoice ? transpose_order : kTransposeOrder;
+  if (order != 1 && order != 2) throw Error("copy: no transpose order " + std::to_string(order));
+  p.order = static_cast<uint32_t>(order - 1);
   p.src_a = u32(ss[a], "stride");
   p.dst_b = u32(ds[b], "stride");
   p.src_off = u32(src.offset(), "offset");

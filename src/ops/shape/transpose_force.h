@@ -9,5 +9,9 @@ namespace wgtrain::ops::detail {
 // it).
 constexpr int kTransposeChoice = 0;
 extern int transpose_force;
+// The order its tiles are taken in: 1, the grid's (the tiles along the destination's rows first); 2, diagonal
+// (transpose.wgsl says why). kTransposeChoice takes kTransposeOrder; 1 or 2 forces it.
+constexpr int kTransposeOrder = 1;
+extern int transpose_order;
 
 }  // namespace wgtrain::ops::detail
