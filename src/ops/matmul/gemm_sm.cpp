@@ -142,17 +142,10 @@ Tensor rows_absmax(const char* op, DeviceImpl& dev, const AbsmaxView& v) {
 // are not computed again. Otherwise a single matrix is read once for the maxima of its rows and of its columns, and
 // both are remembered: a GEMM operand's transpose is the weight gradient's (dy for dx = dy W, dy^T for dW = dy^T x;
 // x for the forward, x in dW), so in a training step each operand is read once.
-// Zeros from the device's scratch arena: one fill serves a step's operands (a fill each cost 1.2 ms a step).
-DerivedValue scratch_zeros(DeviceImpl& dev, int64_t floats) {
-  return dev.zeroed_scratch(floats, [](const std::shared_ptr<Storage>& s) {
-    ops::fill_(Tensor(s, {static_cast<int64_t>(s->bytes / 4)}, {1}, 0, DType::F32), 0.0);
-  });
-}
-
 DerivedValue operand_absmax(const char* op, DeviceImpl& dev, const AbsmaxView& v) {
   if (auto hit = dev.derived(v.key())) return *hit;
   if (v.batch == 1) {
-    const DerivedValue rows = scratch_zeros(dev, v.rows + v.len);
+    const DerivedValue rows = operand_maxima_scratch(dev, v.rows + v.len);
     const DerivedValue cols{rows.storage, rows.offset + v.rows};
     tile_pass(op, dev, v, rows.storage->buffer, true, rows.offset, true, cols.offset);
     dev.remember_derived(v.transposed().key(), cols);
@@ -233,7 +226,12 @@ Tensor row_absmax(const Tensor& x) {
   return rows_absmax("row_absmax", dev, v).reshape({x.size(0), x.size(1)});
 }
 
-DerivedValue operand_maxima_scratch(DeviceImpl& dev, int64_t floats) { return scratch_zeros(dev, floats); }
+// Zeros from the device's scratch arena: one fill serves a step's operands (a fill each cost 1.2 ms a step).
+DerivedValue operand_maxima_scratch(DeviceImpl& dev, int64_t floats) {
+  return dev.zeroed_scratch(floats, [](const std::shared_ptr<Storage>& s) {
+    ops::fill_(Tensor(s, {static_cast<int64_t>(s->bytes / 4)}, {1}, 0, DType::F32), 0.0);
+  });
+}
 
 void remember_operand_maxima(const Tensor& x, int64_t rows, int64_t cols, const DerivedValue& at) {
   if (!x.is_contiguous() || x.numel() != rows * cols)

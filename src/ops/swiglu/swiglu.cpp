@@ -93,16 +93,16 @@ void run(const char* op, const std::vector<Tensor>& in, const std::vector<Tensor
                               {at.storage, at.offset + static_cast<int64_t>(o) * (rows + cols)});
 }
 
-Tensor swiglu_values(const char* op, const Tensor& gate, const Tensor& up, Maxima maxima) {
-  const auto x = operands(op, {{&gate, "gate"}, {&up, "up"}});
+Tensor swiglu_values(const Tensor& gate, const Tensor& up, Maxima maxima) {
+  const auto x = operands("swiglu", {{&gate, "gate"}, {&up, "up"}});
   Tensor out = new_tensor(x[0].device_impl(), x[0].shape(), DType::F32);
-  run(op, {x[0], x[1]}, {out}, maxima);
+  run("swiglu", {x[0], x[1]}, {out}, maxima);
   return out;
 }
 
 }  // namespace
 
-Tensor swiglu(const Tensor& gate, const Tensor& up) { return swiglu_values("swiglu", gate, up, Maxima::kRemember); }
+Tensor swiglu(const Tensor& gate, const Tensor& up) { return swiglu_values(gate, up, Maxima::kRemember); }
 
 SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate, const Tensor& up) {
   const auto x = operands("swiglu_backward", {{&grad, "grad_output"}, {&gate, "gate"}, {&up, "up"}});
@@ -114,9 +114,7 @@ SwigluGrads swiglu_backward(const Tensor& grad, const Tensor& gate, const Tensor
 
 namespace detail {
 
-Tensor swiglu_again(const Tensor& gate, const Tensor& up) {
-  return swiglu_values("swiglu", gate, up, Maxima::kSameBits);
-}
+Tensor swiglu_again(const Tensor& gate, const Tensor& up) { return swiglu_values(gate, up, Maxima::kSameBits); }
 
 void register_swiglu_ops(Registry& r) {
   OpSchema s;
