@@ -455,6 +455,18 @@ TEST(Cli, MixedPrecisionIsRefusedWithoutTheFeaturesAndKeptByARun) {
   for (const char* row : {"step linear_q4gsw fp32", "step linear_q4gsw_backward fp32", "step linear_dW fp32",
                           "step mm (head) fp32"})
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+  // --mm-shapes: a row for each shape asked for, whatever --only says; a malformed one is an error before the device.
+  r = run("bench --quick --only no-such-row --mm-shapes 33x17x65,8x1x3");
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* row : {"mm fp32 (shape)", "33x17x65", "8x1x3"})
+    EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+  EXPECT_EQ(r.output.find("failed"), std::string::npos) << r.output;
+  for (const char* bad : {"33x17", "33x17x0", "33xx65", "33x17x65x2", "a"}) {
+    r = run(std::string("bench --quick --mm-shapes 8x8x8,") + bad);
+    EXPECT_EQ(r.status, 1) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string("--mm-shapes: '") + bad + "' is not MxNxK"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("device:"), std::string::npos) << r.output;
+  }
   // An fp32 run (the default) saves its precision; --resume keeps it and refuses another.
   const std::string out = s / "run";
   ASSERT_EQ(run("train " + run_options + " --steps 1 --out '" + out + "'").status, 0);

@@ -10,6 +10,7 @@
 #include "ops/shape/transpose_force.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -229,6 +230,30 @@ std::string dims(std::initializer_list<int64_t> d) {
   return s;
 }
 
+// --mm-shapes: "MxNxK[,MxNxK...]", each extent 1 to 2^20; an error naming the part that is not one.
+std::vector<std::array<int64_t, 3>> parse_mm_shapes(const std::string& text) {
+  std::vector<std::array<int64_t, 3>> shapes;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    std::array<int64_t, 3> s{};
+    std::stringstream ps(part);
+    std::string v;
+    int n = 0;
+    bool ok = true;
+    while (ok && std::getline(ps, v, 'x')) {
+      char* end = nullptr;
+      const long long x = std::strtoll(v.c_str(), &end, 10);
+      ok = n < 3 && !v.empty() && *end == '\0' && x >= 1 && x <= (1 << 20);
+      if (ok) s[n++] = x;
+    }
+    if (!ok || n != 3)
+      throw ArgumentError("--mm-shapes: '" + part + "' is not MxNxK (three extents, 1 to 1048576, joined by x)");
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
 // The training kernels at fine-tuning sizes (every backend has them): the rows bench/report.py sets side by side.
 void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, const Guard& guarded) {
   auto& dev = k.dev;
@@ -364,6 +389,7 @@ void write_words(const std::string& path, const std::vector<int32_t>& v) {
 }  // namespace
 
 int run_bench(const BenchOptions& opt) {
+  const std::vector<std::array<int64_t, 3>> mm_shapes = parse_mm_shapes(opt.mm_shapes);  // before the device
   DeviceOptions dopt;
   dopt.backend = opt.backend;
   dopt.cooperative_matrix = opt.cooperative_matrix;
@@ -505,6 +531,14 @@ int run_bench(const BenchOptions& opt) {
     const Tensor bt = ops::contiguous(b.transpose(0, 1)).transpose(0, 1);
     results.push_back(measure(dev, "mm " + prec + " (B as a view)", dims({s, s, s}), 2.0 * s * s * s,
                               3.0 * s * s * 4, [&] { ops::mm(a, bt); }));
+  });
+  // --mm-shapes: the same product at the shapes given, whatever --only says (they were asked for by name).
+  if (!mm_shapes.empty()) guarded("mm (shape)", [&] {
+    for (const auto& [M, N, K] : mm_shapes) {
+      const Tensor a = kernels.random({M, K}, -1, 1, 2), b = kernels.random({K, N}, -1, 1, 3);
+      results.push_back(measure(dev, "mm " + prec + " (shape)", dims({M, N, K}), 2.0 * M * N * K,
+                                (M * K + K * N + M * N) * 4.0, [&] { ops::mm(a, b); }));
+    }
   });
   // The GEMMs of the train_step row's model at its shapes (tokens = batch x seq), in this run's precision: the
   // three q4gsw products of each block linear shape (forward, input gradient, weight gradient accumulated) and the

@@ -20,6 +20,9 @@ struct BenchOptions {
   std::string train_config = "base";
   int64_t train_batch = 16, train_seq = 512;
   std::string dump_dir;
+  // Extra `mm (shape)` rows: c[M, N] = a[M, K] b[K, N] at each "MxNxK" given (comma-separated), both operands
+  // row-major f32, in the run's precision: for sweeping M or K around the step's shapes.
+  std::string mm_shapes;
 };
 
 // On any backend; benchmarks whose ops the backend lacks are skipped with a line saying so.

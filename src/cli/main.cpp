@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
   bench->add_option("--train-seq", bench_opt.train_seq, "train_step: tokens per sequence")
       ->capture_default_str()
       ->check(cli::integer_at_least(1));
+  bench->add_option("--mm-shapes", bench_opt.mm_shapes,
+                    "also time mm at these shapes, MxNxK[,MxNxK...] (a [M, K] times b [K, N], f32, row-major; "
+                    "rows named 'mm (shape)', run whatever --only says)");
   bench->add_option("--dump", bench_opt.dump_dir,
                     "train_step: write its initial weights, batch and first losses here (for bench/torch_llama.py)");
 
