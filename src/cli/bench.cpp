@@ -472,7 +472,8 @@ int run_bench(const BenchOptions& opt) {
       results.push_back(dense);
       copy_bytes_per_s = dense.bytes / dense.seconds;
       const Tensor xt = x.reshape({n / 1024, 1024}).transpose(0, 1);  // a strided view: the copy kernel runs
-      // WGTRAIN_FORCE_COPY=1|2|4[,...]: the transpose's tile forced (ops/shape/transpose_force.h), rows named after it.
+      // WGTRAIN_FORCE_COPY=1|2|4|8[,...]: the transpose's tile forced (ops/shape/transpose_force.h; 8: 16-byte
+      // words), rows named after it.
       namespace od = ops::detail;
       bool forced = false;
       const std::vector<int> tiles = env_forces("WGTRAIN_FORCE_COPY", od::kTransposeChoice, &forced);

@@ -82,15 +82,23 @@ bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coal
   // and 128 x 32 0.89: the wider tiles stay forceable, not chosen.
   auto fits = [&](int64_t h) { return h * kTile * (kTile + 1) * 4 <= dev.limits.max_workgroup_storage; };
   int64_t ah = 1;
-  if (transpose_force != kTransposeChoice) {
+  // transpose_vec4.wgsl: 16-byte words, where everything it indexes is a multiple of 4 words.
+  bool vec4 = false;
+  if (transpose_force == kTransposeVec4) {
+    vec4 = dev.backend->has_kernel("shape/transpose_vec4") && c.shape[a] % 4 == 0 && c.shape[b] % 4 == 0 &&
+           ss[a] % 4 == 0 && ds[b] % 4 == 0 && src.offset() % 4 == 0 && dst.offset() % 4 == 0;
+    for (int d = 0; d < a; ++d)
+      if (d != b) vec4 = vec4 && ss[d] % 4 == 0 && ds[d] % 4 == 0;
+  } else if (transpose_force != kTransposeChoice) {
     ah = transpose_force;
     if (ah != 1 && ah != 2 && ah != 4) throw Error("copy: no transpose tile of " + std::to_string(ah) + " x 32 words");
     if (!fits(ah))
       throw UnsupportedError("copy: a transpose tile of " + std::to_string(ah * kTile) +
                              " x 32 words needs more workgroup memory than the device grants");
   }
-  p.tiles_a = u32((c.shape[a] + kTile * ah - 1) / (kTile * ah), "tiles");
-  p.tiles_b = u32((c.shape[b] + kTile - 1) / kTile, "tiles");
+  const int64_t tile_a = vec4 ? 64 : kTile * ah, tile_b = vec4 ? 64 : kTile;
+  p.tiles_a = u32((c.shape[a] + tile_a - 1) / tile_a, "tiles");
+  p.tiles_b = u32((c.shape[b] + tile_b - 1) / tile_b, "tiles");
   // The order the tiles are taken in (transpose.wgsl): kTransposeOrder, or what transpose_order forces.
   const int order = transpose_order != kTransposeChoice ? transpose_order : kTransposeOrder;
   if (order != 1 && order != 2) throw Error("copy: no transpose order " + std::to_string(order));
@@ -112,7 +120,8 @@ bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coal
   fill_u32x8(p.batch_shape, bshape, op);
   fill_u32x8(p.batch_src, bsrc, op);
   fill_u32x8(p.batch_dst, bdst, op);
-  const auto& pipe = dev.pipeline("shape/transpose", {{"AH", std::to_string(ah)}});
+  const auto& pipe = vec4 ? dev.pipeline("shape/transpose_vec4", {})
+                          : dev.pipeline("shape/transpose", {{"AH", std::to_string(ah)}});
   const auto [gx, gy] = dev.grid(static_cast<uint64_t>(p.tiles_a) * p.tiles_b * static_cast<uint64_t>(batch));
   dev.dispatch({op, &pipe, &p, sizeof p, {{src.storage()->buffer}, {dst.storage()->buffer}}, gx, gy, 1});
   return true;

@@ -178,7 +178,7 @@ std::vector<float> gather(const std::vector<float>& storage, const Tensor& view)
 void transposing_copies_at_awkward_shapes();
 TEST(Contiguous, TransposingCopiesAtAwkwardShapes) {
   namespace od = ops::detail;
-  for (int tile : {1, 2, 4, od::kTransposeChoice})
+  for (int tile : {1, 2, 4, od::kTransposeVec4, od::kTransposeChoice})
     for (int order : {1, 2}) {
       SCOPED_TRACE("transpose tile " + std::to_string(tile) + ", order " + std::to_string(order));
       if (tile == 4 && 4 * 32 * 33 * 4 > test::device().limits().max_workgroup_storage) continue;
@@ -211,6 +211,12 @@ void transposing_copies_at_awkward_shapes() {
       {{200, 70}, {1, 0}, 0, 5},                 // 195 along a: tiles of 64 and 128 words, the last one partial
       {{2, 129, 33}, {0, 2, 1}, -1, 0},          // a batch, 129 along a
       {{20, 300}, {1, 0}, -1, 0},                // 10 tiles along b
+      // Everything a multiple of 4 words: the 16-byte tiles where forced (kTransposeVec4), partial ones included.
+      {{68, 132}, {1, 0}, -1, 0},                // 2 x 3 tiles of 64, the last ones partial
+      {{72, 136}, {1, 0}, 0, 4},                 // at an offset of 4 rows
+      {{3, 36, 200}, {0, 2, 1}, -1, 0},          // a batch of transposes
+      {{2, 12, 8, 132}, {0, 3, 2, 1}, 2, 4},     // rank 4, two batch dims, at an offset
+      {{8, 260}, {1, 0}, -1, 0},                 // 5 tiles along a, one row of tiles
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(shape_str(c.storage));
