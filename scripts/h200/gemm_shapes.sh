@@ -4,13 +4,18 @@
 # extent at a time: M (more output tiles, so more waves of workgroups), K (a longer k-loop per tile, so less of a
 # tile's time in its start and its stores) and N; each in fp32 (the op's choice of tiling) and mixed, beside
 # PyTorch's cuBLAS in fp32 (TF32 off) and bf16 on the same tensors' shapes, in the same call. If the ratio to cuBLAS
-# climbs with K and not with M, what the step's shapes lack is k-loop length; if with M, waves. Into
-# $OUT/gemm_shapes/; a table last.
+# climbs with K and not with M, what the step's shapes lack is k-loop length; if with M, waves. Then an occupancy
+# probe: one column of 128 x 128 output tiles (N = 128, K = 4096) with t tiles for t just at and just past
+# multiples of the SM count (132 on both cards): the time steps up where t passes the workgroups the GPU runs at
+# once, so the step's size says how many of the mixed kernel's workgroups an SM holds. Into $OUT/gemm_shapes/; the
+# tables last.
 set -uo pipefail
 source scripts/h200/env.sh
 out=${OUT:-/tmp}
 d=$out/gemm_shapes && rm -rf "$d" && mkdir -p "$d"
 shapes=${SHAPES:-4096x4096x4096,8192x640x640,16384x640x640,32768x640x640,65536x640x640,131072x640x640,8192x640x1280,8192x640x2560,8192x640x5120,8192x640x10240,8192x1280x640,8192x2560x640,8192x5120x640,8192x1728x640,8192x640x1728}
+probe=${PROBE:-$(for t in 66 132 133 198 264 265 330 396 397 528 529; do printf "%dx128x4096," $((128 * t)); done)}
+shapes="$shapes,${probe%,}"
 for p in fp32 mixed; do
   timeout 150 .carry/wgtrain bench --precision "$p" --only no-such-row --mm-shapes "$shapes" --json "$d/$p.json" 2>&1 |
     grep -v "^Warning\|^    at" > "$d/$p.log"
@@ -26,9 +31,25 @@ for p in ("fp32", "mixed"):
         for line in open(f):
             x = json.loads(line)
             ours[(p, x["shape"])] = x["flops"] / x["seconds"] * 1e-12
-shapes = []
+shapes, probe = [], []
 for (_, s) in ours:
-    if s not in shapes: shapes.append(s)
+    if s.endswith("x128x4096"):
+        if s not in probe: probe.append(s)
+    elif s not in shapes: shapes.append(s)
+ms = {}
+for p in ("fp32", "mixed"):
+    f = os.path.join(d, p + ".json")
+    if os.path.exists(f):
+        for line in open(f):
+            x = json.loads(line)
+            ms[(p, x["shape"])] = x["seconds"] * 1e3
+print("occupancy probe: N = 128, K = 4096, t tiles of 128 x 128 in one column (ms; a step up past t = 132 w says w")
+print("workgroups an SM at once)")
+print("%6s %9s %9s" % ("t", "fp32", "mixed"))
+for s in probe:
+    t = int(s.split("x")[0]) // 128
+    print("%6d %9s %9s" % (t, *("%.4f" % ms[(p, s)] if (p, s) in ms else "-" for p in ("fp32", "mixed"))))
+print()
 import torch
 def timed(fn):
     for _ in range(3): fn()
