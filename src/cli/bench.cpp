@@ -285,18 +285,23 @@ void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, con
     struct Restore {
       ~Restore() { od::q4gsw_requant_force = od::kRequantChoice; }
     } restore;
-    Kernels::Q4 w = k.q4(N, K, G, 8);
-    const auto latent = k.random({N, K}, -0.1f, 0.1f, 9);
-    // Read the latent and the scales, write the codes; with the scales recomputed the least is the same (the
-    // latent read once, the scales written instead of read).
-    const double bytes = N * K * 4.0 + N * K / 2.0 + q4gsw::groups(K, G) * N * 4.0;
-    for (int form : forms) {
-      od::q4gsw_requant_force = form;
-      const std::string tag = forced ? " (f" + std::to_string(form) + ")" : "";
-      results.push_back(measure(dev, "q4gsw_requant" + tag, dims({N, K}) + " g" + std::to_string(G), 0, bytes,
-                                [&] { k.requant(latent, w, false); }));
-      results.push_back(measure(dev, "q4gsw_requant (+scales)" + tag, dims({N, K}) + " g" + std::to_string(G), 0,
-                                bytes, [&] { k.requant(latent, w, true); }));
+    // At the fine-tuning size and at 8 times its bytes (not with --quick): whether the share of the copy rate grows
+    // with the size says whether fixed costs (the launch, the grid's tail) or the kernel's traffic hold it back.
+    for (const int64_t scale : q ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 8}) {
+      const int64_t n = N * (scale == 1 ? 1 : 4), kk = K * (scale == 1 ? 1 : 2);
+      Kernels::Q4 w = k.q4(n, kk, G, 8);
+      const auto latent = k.random({n, kk}, -0.1f, 0.1f, 9);
+      // Read the latent and the scales, write the codes; with the scales recomputed the least is the same (the
+      // latent read once, the scales written instead of read).
+      const double bytes = n * kk * 4.0 + n * kk / 2.0 + q4gsw::groups(kk, G) * n * 4.0;
+      for (int form : forms) {
+        od::q4gsw_requant_force = form;
+        const std::string tag = forced ? " (f" + std::to_string(form) + ")" : "";
+        results.push_back(measure(dev, "q4gsw_requant" + tag, dims({n, kk}) + " g" + std::to_string(G), 0, bytes,
+                                  [&] { k.requant(latent, w, false); }));
+        results.push_back(measure(dev, "q4gsw_requant (+scales)" + tag, dims({n, kk}) + " g" + std::to_string(G),
+                                  0, bytes, [&] { k.requant(latent, w, true); }));
+      }
     }
   });
   if (want("fused_ce")) guarded("fused_ce", [&] {
