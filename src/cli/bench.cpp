@@ -447,6 +447,13 @@ int run_bench(const BenchOptions& opt) {
     dev.impl().split_target_mixed = n;
     std::printf(", mixed split target: %ld workgroups", n);
   }
+  // WGTRAIN_GEMM_SM_ROWS=64|128: the mixed GEMMs' rows a workgroup forced (gemm_sm.wgsl's BM), for comparing them.
+  if (const char* f = std::getenv("WGTRAIN_GEMM_SM_ROWS"); f && *f) {
+    const std::string v = f;
+    if (v != "64" && v != "128") throw ArgumentError("WGTRAIN_GEMM_SM_ROWS=" + v + ": 64 or 128");
+    dev.impl().gemm_sm_rows = std::stoi(v);
+    std::printf(", mixed GEMM rows a workgroup: %s", v.c_str());
+  }
   std::printf("\n");
   const bool q = opt.quick;
   Sink results{open_json(opt.json_path), dev.info().name, backend_name(dev.info().backend)};

@@ -130,6 +130,9 @@ struct DeviceImpl : std::enable_shared_from_this<DeviceImpl> {
   // tiles, written and read again, weigh more beside the matrix units' products. Run (x), H200, the mixed step:
   // 128 54.9 ms, 256 48.4, 384 47.5, 512 48.0, 768 47.5, 1024 48.3 (bench's WGTRAIN_SPLIT_TARGET).
   int64_t split_target_mixed = 384;
+  // The mixed GEMMs' rows a workgroup (gemm_sm.wgsl's BM): 0, the choice (gemm_sm_rows in gemm_sm.cpp); 128 or 64
+  // forced (tests, and the bench's WGTRAIN_GEMM_SM_ROWS).
+  int gemm_sm_rows = 0;
   // Tests: the GEMMs run gemm_sm.wgsl though the device lacks subgroup matrices, its text emulated in plain WGSL
   // (tests/support/sm_emulation.h, through the kernel overrides).
   bool gemm_sm_emulated = false;

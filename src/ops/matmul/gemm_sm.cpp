@@ -35,7 +35,7 @@ struct alignas(16) TileAbsmaxParams {  // sm_absmax.wgsl's
   uint32_t rows, cols, off, sb, sr, sc, out_r, out_c, flags, pad0, pad1, pad2;
 };
 
-constexpr int64_t kBlock = 128, kDepth = 32;  // gemm_sm.wgsl's BM = BN and BK
+constexpr int64_t kBlock = 128, kDepth = 32;  // gemm_sm.wgsl's BN (and BM's default) and BK
 // The bindings the kernels only read (DispatchDesc::read_only): gemm_sm's a, b, scales and both absmax arrays (c,
 // binding 3, is written); sm_finish's absmax arrays, bias, raw and addend (c, binding 0, is written).
 constexpr uint32_t kGemmReads = 0b110111, kFinishReads = 0b111110;
@@ -199,19 +199,21 @@ std::string gemm_sm_missing(const DeviceImpl& dev) {
 // mode * 9 + a_form * 3 + b_form, built once.
 const std::vector<wgtrain::detail::KernelDefs>& gemm_sm_variants() {
   static const auto variants = [] {
-    std::vector<wgtrain::detail::KernelDefs> t(27);
-    for (int mode = 0; mode < 3; ++mode)
-      for (int am = 0; am < 3; ++am)
-        for (int bm = 0; bm < 3; ++bm)
-          t[mode * 9 + am * 3 + bm] = {{"A_T", am == 2 ? "true" : "false"},
-                                       {"A_TYPE", am != 0 ? "vec4<f32>" : "f32"},
-                                       {"A_V4", am != 0 ? "true" : "false"},
-                                       {"A_VEC", am == 1 ? "true" : "false"},
-                                       {"B_MODE", std::to_string(mode)},
-                                       {"B_T", bm == 2 ? "true" : "false"},
-                                       {"B_TYPE", mode != 0 ? "u32" : (bm != 0 ? "vec4<f32>" : "f32")},
-                                       {"B_V4", bm != 0 ? "true" : "false"},
-                                       {"B_VEC", bm == 1 ? "true" : "false"}};
+    std::vector<wgtrain::detail::KernelDefs> t(54);
+    for (int rows = 0; rows < 2; ++rows)
+      for (int mode = 0; mode < 3; ++mode)
+        for (int am = 0; am < 3; ++am)
+          for (int bm = 0; bm < 3; ++bm)
+            t[rows * 27 + mode * 9 + am * 3 + bm] = {{"A_T", am == 2 ? "true" : "false"},
+                                                     {"A_TYPE", am != 0 ? "vec4<f32>" : "f32"},
+                                                     {"A_V4", am != 0 ? "true" : "false"},
+                                                     {"A_VEC", am == 1 ? "true" : "false"},
+                                                     {"BM", rows ? "64" : "128"},
+                                                     {"B_MODE", std::to_string(mode)},
+                                                     {"B_T", bm == 2 ? "true" : "false"},
+                                                     {"B_TYPE", mode != 0 ? "u32" : (bm != 0 ? "vec4<f32>" : "f32")},
+                                                     {"B_V4", bm != 0 ? "true" : "false"},
+                                                     {"B_VEC", bm == 1 ? "true" : "false"}};
     return t;
   }();
   return variants;
@@ -260,6 +262,15 @@ Tensor row_and_column_absmax(const Tensor& x) {
   ops::fill_(out, 0.0);
   row_and_column_absmax_(x, out);
   return out;
+}
+
+// gemm_sm.wgsl's BM: 128, or what the device's gemm_sm_rows forces. (64 doubles the workgroups of a product with
+// few blocks; which products should take it is for a measurement to say.)
+static int64_t gemm_sm_rows(const DeviceImpl& dev) {
+  if (dev.gemm_sm_rows == 0) return kBlock;
+  if (dev.gemm_sm_rows != 64 && dev.gemm_sm_rows != 128)
+    throw Error("gemm_sm: no block of " + std::to_string(dev.gemm_sm_rows) + " rows (64 or 128)");
+  return dev.gemm_sm_rows;
 }
 
 void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const Tensor* bias, const Tensor& c,
@@ -318,9 +329,10 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   const bool b_t = f32_b && !b_vec && K % 4 == 0 && b.strides()[1] == 1 && b.offset() % 4 == 0 &&
                    b.strides()[2] % 4 == 0 && b.strides()[0] % 4 == 0;
   const int a_form = a_vec ? 1 : a_t ? 2 : 0, b_form = b_vec ? 1 : b_t ? 2 : 0;
-  const auto& pipe =
-      dev.pipeline("matmul/gemm_sm", gemm_sm_variants()[static_cast<int>(gb.mode) * 9 + a_form * 3 + b_form]);
-  const uint32_t gx = u32((N + kBlock - 1) / kBlock, "N tiles"), gy = u32((M + kBlock - 1) / kBlock, "M tiles");
+  const int64_t bm = gemm_sm_rows(dev);
+  const auto& pipe = dev.pipeline(
+      "matmul/gemm_sm", gemm_sm_variants()[(bm == 64 ? 27 : 0) + static_cast<int>(gb.mode) * 9 + a_form * 3 + b_form]);
+  const uint32_t gx = u32((N + kBlock - 1) / kBlock, "N tiles"), gy = u32((M + bm - 1) / bm, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   const wgtrain::detail::BufferHandle scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
   const wgtrain::detail::BufferHandle bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
@@ -354,7 +366,7 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
     return dev.pipeline("matmul/sm_finish", finish_variants[(fv4 ? 2 : 0) + (in_place ? 1 : 0)]);
   };
   if (!direct) {
-    const int64_t rows_p = static_cast<int64_t>(gy) * kBlock, cols_p = static_cast<int64_t>(gx) * kBlock;
+    const int64_t rows_p = static_cast<int64_t>(gy) * bm, cols_p = static_cast<int64_t>(gx) * kBlock;
     const int64_t blocks = splits > 1 ? splits : batch;
     const Tensor padded = new_tensor(dev, {blocks, rows_p, cols_p}, DType::F32);
     p.k_chunk = splits > 1 ? u32(chunk, "k chunk") : 0;

@@ -32,6 +32,8 @@
 //   and K multiples of 4 (B_MODE 0 only): vec4s along k into an [n][k] tile, read as column-major fragments
 // @variant B_V4 {true|false} B_VEC or B_T: B is bound as vec4s
 // @variant B_TYPE {vec4<f32>|f32|u32} the element type B is bound as: vec4<f32> when B_V4, u32 in the q4 modes
+// @variant BM {128|64} rows of C a workgroup: 64 gives twice the workgroups where a product has few 128 x 128
+//   blocks (the step's 8192 x 640 outputs make 320 on 132 SMs); its subgroups own 32 x 32 (2 x 2 fragments)
 
 enable f16;
 enable chromium_experimental_subgroup_matrix;
@@ -42,7 +44,7 @@ const A_VEC: bool = {{A_VEC}};
 const A_T: bool = {{A_T}};
 const B_VEC: bool = {{B_VEC}};
 const B_T: bool = {{B_T}};
-const BM: u32 = 128u;
+const BM: u32 = {{BM}}u;
 const BN: u32 = 128u;
 const BK: u32 = 32u;
 const SA: u32 = BK + 8u;  // row stride of sa (halves)
@@ -57,14 +59,20 @@ const SBT: u32 = BK + 8u;  // row stride of sb as an [n][k] tile (B_T, and B_MOD
 const B_NK: bool = B_T || B_MODE == 1u;
 const SB_SIZE: u32 = max(BK * SB, BN * SBT);
 const B_STRIDE: u32 = select(SB, SBT, B_NK);
-const WM: u32 = 64u;      // a subgroup's tile
+const WM: u32 = BM / 2u;  // a subgroup's tile (2 x 4 subgroups)
 const WN: u32 = 32u;
-const LOADS: u32 = BM * BK / 256u;  // elements of A (and of f32 B) each thread stages per k-tile
+const FM: bool = BM == 128u;  // 4 fragments down a subgroup's tile, else 2
+const LOADS_A: u32 = BM * BK / 256u;  // elements of A each thread stages per k-tile
+const LOADS: u32 = BN * BK / 256u;  // elements of an f32 B
 const Q_LOADS: u32 = BN * BK / 8u / 256u;  // q4 words each thread stages per k-tile
 const_assert LOADS == 16u;
 const_assert Q_LOADS == 2u;
-const LOADS4: u32 = LOADS / 4u;  // the same in vec4s (A_VEC, A_T, B_VEC)
-const NA: u32 = select(LOADS, LOADS4, A_VEC || A_T);  // reciprocal row scales a thread keeps (ainv)
+const LOADS4_A: u32 = LOADS_A / 4u;  // the same in vec4s (A_VEC, A_T, B_VEC)
+const LOADS4: u32 = LOADS / 4u;
+const A_TPR: u32 = (BK / 4u) / LOADS4_A;  // A_VEC: threads a row of the k-tile (a thread's vec4s in one row)
+// Reciprocal row scales a thread keeps (ainv): A_T's vec4 spans 4 rows; A_VEC's all lie in one row (4 kept all
+// the same, as A_T's branch, compiled in every variant, indexes 4).
+const NA: u32 = select(LOADS_A, 4u, A_VEC || A_T);
 const NB: u32 = select(LOADS, LOADS4, B_VEC || B_T || B_MODE != 0u);  // column scales (binv; unused in the q4 modes)
 
 struct Params {
@@ -104,7 +112,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read> absmax_a: array<u32>;
 @group(0) @binding(6) var<storage, read> absmax_b: array<u32>;
 
-var<workgroup> sa: array<f16, 5120>;  // BM * SA: A's tile [m][k] ([k][m], BK * SAT, with A_T)
+var<workgroup> sa: array<f16, BM * SA>;  // BM * SA: A's tile [m][k] ([k][m], BK * SAT, with A_T)
 var<workgroup> sb: array<f16, SB_SIZE>;  // B's tile [k][n] (BK * SB), or [n][k] with B_NK (BN * SBT)
 
 // Accessors by f32 index (load_a1, load_b1), vec4 index (load_a4, load_b4) or u32 word (load_bw): every variant
@@ -183,7 +191,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   for (var t = 0u; t < NA; t = t + 1u) {
     let e = li + t * 256u;
     var gm = m0 + select(e % BM, e / BK, a_kfast);
-    if (A_VEC) { gm = m0 + li / 2u; }
+    if (A_VEC) { gm = m0 + li / A_TPR; }
     if (A_T) { gm = m0 + (li % (BM / 4u)) * 4u + t; }
     ainv[t] = 1.0;
     if (a_scaled && gm < p.m) { ainv[t] = 1.0 / pow2_of(absmax_a[p.sa_off + bat * p.m + gm]); }
@@ -210,8 +218,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     // 1. The k-tile's global loads, into registers: all issued before anything waits on them, and before the barrier,
     //    so that they overlap the other subgroups' products on the previous tile. No branches: an element outside M,
     //    N or K loads element 0 instead and takes zero (a branch per load kept each load's latency apart).
-    var ra4: array<vec4<f32>, LOADS4>;
-    var ra1: array<f32, LOADS>;
+    var ra4: array<vec4<f32>, LOADS4_A>;
+    var ra1: array<f32, LOADS_A>;
     var rb4: array<vec4<f32>, LOADS4>;
     var rb1: array<f32, LOADS>;
     var rw: array<u32, Q_LOADS>;
@@ -221,13 +229,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     let a_full = m0 + BM <= p.m && k0 + BK <= k_end;
     let b_full = n0 + BN <= p.n && k0 + BK <= k_end;
     if (A_T && a_full) {
-      for (var t = 0u; t < LOADS4; t = t + 1u) {
+      for (var t = 0u; t < LOADS4_A; t = t + 1u) {
         let e = li + t * 256u;
         ra4[t] = load_a4((a_base + (k0 + e / (BM / 4u)) * p.a_sk + m0 + (e % (BM / 4u)) * 4u) / 4u);
       }
     } else if (A_T) {
       // vec4s along m (coalesced: A's m stride is 1), each a row piece of the [k][m] tile.
-      for (var t = 0u; t < LOADS4; t = t + 1u) {
+      for (var t = 0u; t < LOADS4_A; t = t + 1u) {
         let e = li + t * 256u;
         let gm = m0 + (e % (BM / 4u)) * 4u;
         let gk = k0 + e / (BM / 4u);
@@ -235,18 +243,18 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
         ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gk * p.a_sk + gm) / 4u, ok)), ok);
       }
     } else if (A_VEC && a_full) {
-      for (var t = 0u; t < LOADS4; t = t + 1u) {
-        ra4[t] = load_a4((a_base + (m0 + li / 2u) * p.a_sm + k0 + ((li % 2u) * 4u + t) * 4u) / 4u);
+      for (var t = 0u; t < LOADS4_A; t = t + 1u) {
+        ra4[t] = load_a4((a_base + (m0 + li / A_TPR) * p.a_sm + k0 + ((li % A_TPR) * LOADS4_A + t) * 4u) / 4u);
       }
     } else if (A_VEC) {
-      for (var t = 0u; t < LOADS4; t = t + 1u) {
-        let gm = m0 + li / 2u;
-        let gk = k0 + ((li % 2u) * 4u + t) * 4u;
+      for (var t = 0u; t < LOADS4_A; t = t + 1u) {
+        let gm = m0 + li / A_TPR;
+        let gk = k0 + ((li % A_TPR) * LOADS4_A + t) * 4u;
         let ok = gm < p.m && gk < k_end;
         ra4[t] = select(vec4<f32>(), load_a4(select(0u, (a_base + gm * p.a_sm + gk) / 4u, ok)), ok);
       }
     } else {
-      for (var t = 0u; t < LOADS; t = t + 1u) {
+      for (var t = 0u; t < LOADS_A; t = t + 1u) {
         let e = li + t * 256u;
         let gm = m0 + select(e % BM, e / BK, a_kfast);
         let gk = k0 + select(e / BM, e % BK, a_kfast);
@@ -313,7 +321,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     workgroupBarrier();
     // 2. Scaled, converted to f16 and stored into the tiles.
     if (A_T) {
-      for (var t = 0u; t < LOADS4; t = t + 1u) {
+      for (var t = 0u; t < LOADS4_A; t = t + 1u) {
         let e = li + t * 256u;
         let h = vec4<f16>(ra4[t] * vec4<f32>(ainv[0], ainv[1], ainv[2], ainv[3]));
         let s = (e / (BM / 4u)) * SAT + (e % (BM / 4u)) * 4u;
@@ -323,17 +331,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
         sa[s + 3u] = h.w;
       }
     } else if (A_VEC) {
-      for (var t = 0u; t < LOADS4; t = t + 1u) {
+      for (var t = 0u; t < LOADS4_A; t = t + 1u) {
         // Into the [k][m] tile: the vec4's 4 k a row apart.
         let h = vec4<f16>(ra4[t] * ainv[0]);
-        let s = ((li % 2u) * 4u + t) * 4u * SAT + li / 2u;
+        let s = ((li % A_TPR) * LOADS4_A + t) * 4u * SAT + li / A_TPR;
         sa[s] = h.x;
         sa[s + SAT] = h.y;
         sa[s + 2u * SAT] = h.z;
         sa[s + 3u * SAT] = h.w;
       }
     } else {
-      for (var t = 0u; t < LOADS; t = t + 1u) {
+      for (var t = 0u; t < LOADS_A; t = t + 1u) {
         let e = li + t * 256u;
         let am = select(e % BM, e / BK, a_kfast);
         let ak = select(e / BM, e % BK, a_kfast);
@@ -390,18 +398,20 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
       // offset + q stride + r.
       let l0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 0u, k), A_KM, A_STRIDE);
       let l1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 16u, k), A_KM, A_STRIDE);
-      let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_KM, A_STRIDE);
-      let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_KM, A_STRIDE);
       let r0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 0u), B_NK, B_STRIDE);
       let r1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, b_frag(k, wc + 16u), B_NK, B_STRIDE);
       c0_0 = subgroupMatrixMultiplyAccumulate(l0, r0, c0_0);
       c0_1 = subgroupMatrixMultiplyAccumulate(l0, r1, c0_1);
       c1_0 = subgroupMatrixMultiplyAccumulate(l1, r0, c1_0);
       c1_1 = subgroupMatrixMultiplyAccumulate(l1, r1, c1_1);
-      c2_0 = subgroupMatrixMultiplyAccumulate(l2, r0, c2_0);
-      c2_1 = subgroupMatrixMultiplyAccumulate(l2, r1, c2_1);
-      c3_0 = subgroupMatrixMultiplyAccumulate(l3, r0, c3_0);
-      c3_1 = subgroupMatrixMultiplyAccumulate(l3, r1, c3_1);
+      if (FM) {
+        let l2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 32u, k), A_KM, A_STRIDE);
+        let l3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, a_frag(wr + 48u, k), A_KM, A_STRIDE);
+        c2_0 = subgroupMatrixMultiplyAccumulate(l2, r0, c2_0);
+        c2_1 = subgroupMatrixMultiplyAccumulate(l2, r1, c2_1);
+        c3_0 = subgroupMatrixMultiplyAccumulate(l3, r0, c3_0);
+        c3_1 = subgroupMatrixMultiplyAccumulate(l3, r1, c3_1);
+      }
     }
   }
 
@@ -421,11 +431,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     if (in0) { subgroupMatrixStore(&c, fr + 16u * p.r_sn, c1_0, false, p.r_sn); }
     if (in1) { subgroupMatrixStore(&c, fr + 16u * p.r_sn + 16u, c1_1, false, p.r_sn); }
   }
-  if (pad || m0 + wr + 32u < p.m) {
+  if (FM && (pad || m0 + wr + 32u < p.m)) {
     if (in0) { subgroupMatrixStore(&c, fr + 32u * p.r_sn, c2_0, false, p.r_sn); }
     if (in1) { subgroupMatrixStore(&c, fr + 32u * p.r_sn + 16u, c2_1, false, p.r_sn); }
   }
-  if (pad || m0 + wr + 48u < p.m) {
+  if (FM && (pad || m0 + wr + 48u < p.m)) {
     if (in0) { subgroupMatrixStore(&c, fr + 48u * p.r_sn, c3_0, false, p.r_sn); }
     if (in1) { subgroupMatrixStore(&c, fr + 48u * p.r_sn + 16u, c3_1, false, p.r_sn); }
   }

@@ -469,9 +469,8 @@ INSTANTIATE_TEST_SUITE_P(, Mixed, kRuns, [](const ::testing::TestParamInfo<Run>&
 // The q4gsw linears (codes dequantised into f16 tiles): forward x W^T, input gradient dy W.
 class MixedQ4 : public ::testing::TestWithParam<std::tuple<Run, Q4Shape>> {};
 
-TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
-  RUN_OR_SKIP(std::get<0>(GetParam()));
-  const auto [M, N, K, G] = std::get<1>(GetParam());
+// x W^T and dy W of a q4gsw weight [N, K] against the reference, and the residual form.
+void check_q4_products(int64_t M, int64_t N, int64_t K, int64_t G) {
   const auto codes = test::random_ints({N, K}, 0, 15);
   std::vector<uint8_t> bytes(static_cast<size_t>(N * ((K + 1) / 2)), 0x88);
   for (int64_t r = 0; r < N; ++r)
@@ -500,6 +499,62 @@ TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
     EXPECT_EQ(ops::linear_q4gsw_residual(r, up(x), w).to_host_f32(), want);
   }
   EXPECT_THROW(ops::linear_q4gsw_residual(up(random_host({M, N + 1})), up(x), w), ArgumentError);
+}
+
+TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
+  RUN_OR_SKIP(std::get<0>(GetParam()));
+  const auto [M, N, K, G] = std::get<1>(GetParam());
+  check_q4_products(M, N, K, G);
+}
+
+// Blocks of 64 rows (gemm_sm.wgsl's BM 64, forced): every form of A (row-major in vec4s and not, column-major),
+// both q4 modes, split-K, batches, bias and accumulation, rows far outside f16's range, M around the block.
+TEST_P(Mixed, SixtyFourRowBlocksInEveryForm) {
+  RUN_OR_SKIP(GetParam());
+  struct Rows {
+    Rows() { dev().impl().gemm_sm_rows = 64; }
+    ~Rows() { dev().impl().gemm_sm_rows = 0; }
+  } rows;
+  for (const auto& [M, K, N] : {MmShape{65, 33, 129}, MmShape{64, 32, 128}, MmShape{129, 100, 131},
+                                MmShape{257, 300, 200}}) {
+    SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N));
+    const auto a = random_host({M, K}), b = random_host({K, N});
+    EXPECT_TRUE(mixed_close(ops::mm(up(a), up(b)).to_host_f32(), a, b)) << "row-major";
+    dev().impl().split_k = 1;
+    const auto split = ops::mm(up(a), up(b)).to_host_f32();
+    dev().impl().split_k = 0;
+    EXPECT_TRUE(mixed_close(split, a, b)) << "split along k";
+    const auto at = random_host({K, M});
+    EXPECT_TRUE(mixed_close(ops::mm(up(at).transpose(0, 1), up(b)).to_host_f32(), transpose(at), b))
+        << "A column-major";
+  }
+  const auto a3 = random_host({3, 70, 40}), b3 = random_host({3, 40, 130});
+  const auto c3 = ops::bmm(up(a3), up(b3)).to_host_f32();
+  for (int64_t i = 0; i < 3; ++i) {
+    ref::HostTensor ai({70, 40}), bi({40, 130});
+    std::copy_n(a3.data.begin() + i * 70 * 40, 70 * 40, ai.data.begin());
+    std::copy_n(b3.data.begin() + i * 40 * 130, 40 * 130, bi.data.begin());
+    EXPECT_TRUE(mixed_close(std::vector<float>(c3.begin() + i * 70 * 130, c3.begin() + (i + 1) * 70 * 130), ai, bi))
+        << "bmm batch " << i;
+  }
+  const auto x = random_host({97, 44}), w = random_host({129, 44}), bias = random_host({129});
+  std::vector<double> add(97 * 129);
+  for (int64_t i = 0; i < 97; ++i)
+    for (int64_t j = 0; j < 129; ++j) add[i * 129 + j] = bias.data[j];
+  EXPECT_TRUE(mixed_close(ops::linear(up(x), up(w), up(bias)).to_host_f32(), x, transpose(w), add)) << "bias";
+  const auto dy = random_host({300, 70}), xx = random_host({300, 52}), g0 = random_host({70, 52});
+  const Tensor g = up(g0);
+  ops::linear_dW(up(dy), up(xx), &g);
+  EXPECT_TRUE(mixed_close(g.to_host_f32(), transpose(dy), xx, g0.data)) << "dW accumulated";
+  auto far = random_host({70, 96});
+  for (int64_t i = 0; i < 70; ++i)
+    for (int64_t k = 0; k < 96; ++k) far.data[i * 96 + k] *= std::ldexp(1e-7, static_cast<int>(i % 40));
+  const auto fb = random_host({96, 90});
+  EXPECT_TRUE(mixed_close(ops::mm(up(far), up(fb)).to_host_f32(), far, fb)) << "rows far outside f16's range";
+  for (const auto& [M, N, K, G] : {Q4Shape{130, 129, 200, 32}, Q4Shape{64, 640, 640, 32}}) {
+    SCOPED_TRACE("q4 " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+    check_q4_products(M, N, K, G);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Awkward, MixedQ4,
@@ -571,27 +626,29 @@ TEST(MixedAbsmax, RowAndColumnMaximaAreExact) {
 // the index gemm_sm computes for it. Runs everywhere: the rendering needs no device.
 TEST(MixedVariants, EveryVariantRendersAtItsIndex) {
   const auto& variants = ops::detail::gemm_sm_variants();
-  ASSERT_EQ(variants.size(), 27u);
+  ASSERT_EQ(variants.size(), 54u);
   const std::string_view source = wgtrain::detail::kernel_source("matmul/gemm_sm");
   const auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-  for (int mode = 0; mode < 3; ++mode)
-    for (int am = 0; am < 3; ++am)
-      for (int bm = 0; bm < 3; ++bm) {
-        SCOPED_TRACE("mode " + std::to_string(mode) + " A form " + std::to_string(am) + " B form " +
-                     std::to_string(bm));
-        std::string text;
-        const auto& defs = variants[mode * 9 + am * 3 + bm];
-        ASSERT_NO_THROW(text = wgtrain::detail::render_kernel("matmul/gemm_sm", source, defs));
-        const auto has = [&](const std::string& s) { return text.find(s) != std::string::npos; };
-        EXPECT_TRUE(has("const B_MODE: u32 = " + std::to_string(mode) + "u;"));
-        EXPECT_TRUE(has("const A_VEC: bool = " + b(am == 1) + ";"));
-        EXPECT_TRUE(has("const A_T: bool = " + b(am == 2) + ";"));
-        EXPECT_TRUE(has("const B_VEC: bool = " + b(bm == 1) + ";"));
-        EXPECT_TRUE(has("const B_T: bool = " + b(bm == 2) + ";"));
-        EXPECT_TRUE(has(std::string("var<storage, read> a: array<") + (am ? "vec4<f32>" : "f32") + ">;"));
-        const std::string b_type = mode ? "u32" : bm ? "vec4<f32>" : "f32";
-        EXPECT_TRUE(has("var<storage, read> b: array<" + b_type + ">;"));
-      }
+  for (int rows = 0; rows < 2; ++rows)
+    for (int mode = 0; mode < 3; ++mode)
+      for (int am = 0; am < 3; ++am)
+        for (int bm = 0; bm < 3; ++bm) {
+          SCOPED_TRACE("rows " + std::to_string(rows ? 64 : 128) + " mode " + std::to_string(mode) + " A form " +
+                       std::to_string(am) + " B form " + std::to_string(bm));
+          std::string text;
+          const auto& defs = variants[rows * 27 + mode * 9 + am * 3 + bm];
+          ASSERT_NO_THROW(text = wgtrain::detail::render_kernel("matmul/gemm_sm", source, defs));
+          const auto has = [&](const std::string& s) { return text.find(s) != std::string::npos; };
+          EXPECT_TRUE(has(std::string("const BM: u32 = ") + (rows ? "64" : "128") + "u;"));
+          EXPECT_TRUE(has("const B_MODE: u32 = " + std::to_string(mode) + "u;"));
+          EXPECT_TRUE(has("const A_VEC: bool = " + b(am == 1) + ";"));
+          EXPECT_TRUE(has("const A_T: bool = " + b(am == 2) + ";"));
+          EXPECT_TRUE(has("const B_VEC: bool = " + b(bm == 1) + ";"));
+          EXPECT_TRUE(has("const B_T: bool = " + b(bm == 2) + ";"));
+          EXPECT_TRUE(has(std::string("var<storage, read> a: array<") + (am ? "vec4<f32>" : "f32") + ">;"));
+          const std::string b_type = mode ? "u32" : bm ? "vec4<f32>" : "f32";
+          EXPECT_TRUE(has("var<storage, read> b: array<" + b_type + ">;"));
+        }
 }
 
 TEST(MixedPrecision, NamesAndDeviceChecks) {
