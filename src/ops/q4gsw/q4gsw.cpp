@@ -219,7 +219,7 @@ struct alignas(16) ScalesParams {
   uint32_t rows, k, groups, group_size, latent_off, pad0, pad1, pad2;
 };
 struct alignas(16) GroupsParams {
-  uint32_t rows, k, words, group_size, latent_off, groups, tpg, gpw, rows_wg, gblocks, pad0, pad1;
+  uint32_t rows, k, words, group_size, latent_off, groups, tpg, gpw;
 };
 }  // namespace
 
@@ -241,7 +241,7 @@ void q4gsw_requant(const Tensor& latent_in, Q4Weight& w, bool recompute_scales) 
   // One pass (requant_groups.wgsl) where a group's words fit the 256 threads of a workgroup.
   const int64_t tpg = w.group_size / 8;
   const bool groups_fit = tpg >= 1 && tpg <= 256 && w.group_size % 8 == 0;
-  if ((q4gsw_requant_force == kRequantGroups || q4gsw_requant_force == kRequantRows) && !groups_fit)
+  if (q4gsw_requant_force == kRequantGroups && !groups_fit)
     throw UnsupportedError("q4gsw_requant: group size " + std::to_string(w.group_size) +
                            " does not fit the one-pass kernel (at most 2048, a multiple of 8)");
   if (q4gsw_requant_force != kRequantOld && groups_fit) {
@@ -249,18 +249,10 @@ void q4gsw_requant(const Tensor& latent_in, Q4Weight& w, bool recompute_scales) 
     const bool vec4 = k % 4 == 0 && latent.offset() % 4 == 0;
     GroupsParams gp{u32(n, "N"),      u32(k, "K"),       u32(w.codes.size(1), "words"), u32(w.group_size, "group size"),
                     u32(latent.offset(), "offset"), u32(groups, "groups"), static_cast<uint32_t>(tpg),
-                    static_cast<uint32_t>(gpw), 0, 0, 0, 0};
+                    static_cast<uint32_t>(gpw)};
     const auto& pipe = dev.pipeline("q4gsw/requant_groups", {{"RECOMPUTE", recompute_scales ? "true" : "false"},
                                                              {"VEC4", vec4 ? "true" : "false"}});
-    uint64_t workgroups = (static_cast<uint64_t>(n * groups) + gpw - 1) / gpw;
-    if (q4gsw_requant_force == kRequantRows) {
-      // Up to 8 rows a workgroup, so that its groups' scales are neighbouring words (requant_groups.wgsl).
-      const int64_t rows_wg = std::min<int64_t>(8, gpw), per_row = gpw / rows_wg;
-      gp.rows_wg = static_cast<uint32_t>(rows_wg);
-      gp.gblocks = u32((groups + per_row - 1) / per_row, "group blocks");
-      workgroups = static_cast<uint64_t>((n + rows_wg - 1) / rows_wg) * gp.gblocks;
-    }
-    const auto [gx, gy] = dev.grid(workgroups);
+    const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n * groups) + gpw - 1) / gpw);
     dev.dispatch({"q4gsw_requant", &pipe, &gp, sizeof gp,
                   {{latent.storage()->buffer}, {w.scales.storage()->buffer}, {w.codes.storage()->buffer}}, gx, gy, 1});
     return;

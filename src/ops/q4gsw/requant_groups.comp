@@ -24,10 +24,7 @@ layout(push_constant) uniform Params {
   uint groups;      // groups per row
   uint tpg;         // threads (words) a group
   uint gpw;         // groups a workgroup
-  uint rows_wg;     // 0: gpw consecutive groups a workgroup; else rows_wg rows x gpw / rows_wg groups (the .wgsl)
-  uint gblocks;     // with rows_wg: blocks of gpw / rows_wg groups a row
-  uint pad0, pad1;
-} p;  // 48 bytes: GroupsParams in q4gsw.cpp
+} p;  // 32 bytes: GroupsParams in q4gsw.cpp
 
 #if VEC == 4
 layout(std430, binding = 0) readonly buffer Latent { vec4 latent[]; };
@@ -55,18 +52,10 @@ shared float group_max[WG];
 void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint lg = t / p.tpg, lane = t % p.tpg;
-  const uint wg = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-  uint n, g;
-  if (p.rows_wg == 0u) {
-    const uint gi = wg * p.gpw + lg;
-    n = gi / p.groups;
-    g = gi % p.groups;
-  } else {
-    n = (wg / p.gblocks) * p.rows_wg + lg % p.rows_wg;
-    g = (wg % p.gblocks) * (p.gpw / p.rows_wg) + lg / p.rows_wg;
-  }
+  const uint gi = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * p.gpw + lg;
+  const uint n = gi / p.groups, g = gi % p.groups;
   const uint w = g * p.tpg + lane;
-  const bool live = lg < p.gpw && n < p.rows && g < p.groups && w < p.words;
+  const bool live = lg < p.gpw && n < p.rows && w < p.words;
   vec4 lo = vec4(0.0), hi = vec4(0.0);
   if (live) {
     lo = load4(n, w * 8u);

@@ -21,11 +21,6 @@ struct Params {
   groups: u32,      // groups per row
   tpg: u32,         // threads (words) a group: group_size / 8
   gpw: u32,         // groups a workgroup: WG / tpg
-  rows_wg: u32,     // 0: a workgroup takes gpw consecutive groups of the latent; else rows_wg rows x gpw / rows_wg
-                    // groups, its groups' rows consecutive (below)
-  gblocks: u32,     // with rows_wg: blocks of gpw / rows_wg groups a row
-  _pad0: u32,
-  _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -69,21 +64,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = lid.x;
   let lg = t / p.tpg;    // the group within the workgroup
   let lane = t % p.tpg;  // the word within the group
-  let wg = wid.x + wid.y * nwg.x;
-  var n: u32;
-  var g: u32;
-  if (p.rows_wg == 0u) {
-    let gi = wg * p.gpw + lg;
-    n = gi / p.groups;
-    g = gi % p.groups;
-  } else {
-    // Neighbouring groups of the workgroup are one group of neighbouring rows: their scales (stored [group][row])
-    // are neighbouring words, where the first mapping reads or writes one word in each of gpw places rows apart.
-    n = (wg / p.gblocks) * p.rows_wg + lg % p.rows_wg;
-    g = (wg % p.gblocks) * (p.gpw / p.rows_wg) + lg / p.rows_wg;
-  }
+  let gi = (wid.x + wid.y * nwg.x) * p.gpw + lg;
+  let n = gi / p.groups;
+  let g = gi % p.groups;
   let w = g * p.tpg + lane;
-  let live = lg < p.gpw && n < p.rows && g < p.groups && w < p.words;
+  let live = lg < p.gpw && n < p.rows && w < p.words;
   var lo = vec4<f32>(0.0);
   var hi = vec4<f32>(0.0);
   if (live) {
