@@ -21,7 +21,7 @@ for p in fp32 mixed; do
     grep -v "^Warning\|^    at" > "$d/$p.log"
   head -1 "$d/$p.log"
 done
-python3 - "$d" <<'PY'
+python3 - "$d" <<'PY' | tee "$d/tables.txt"
 import json, sys, os
 d = sys.argv[1]
 ours = {}

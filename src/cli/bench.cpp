@@ -489,28 +489,22 @@ int run_bench(const BenchOptions& opt) {
       namespace od = ops::detail;
       bool forced = false;
       const std::vector<int> tiles = env_forces("WGTRAIN_FORCE_COPY", od::kTransposeChoice, &forced);
-      // WGTRAIN_FORCE_COPY_ORDER=1|2[,...]: the order its tiles are taken in, likewise (o1, o2). Each also at an
-      // odd shape, 1023 x 65521 words (quick: 1023 x 1021): strides that are no power of two.
-      bool ordered = false;
-      const std::vector<int> orders = env_forces("WGTRAIN_FORCE_COPY_ORDER", od::kTransposeChoice, &ordered);
+      // Each also at an odd shape, 1023 x 65521 words (quick: 1023 x 1021): strides that are no power of two, and
+      // no multiples of 4 (the 4-byte kernel there).
       const int64_t odd_a = q ? 1021 : 65521, odd_b = 1023;
       const Tensor xo = x.slice(0, 0, odd_a * odd_b).reshape({odd_a, odd_b}).transpose(0, 1);
       struct Restore {
-        ~Restore() { od::transpose_force = od::transpose_order = od::kTransposeChoice; }
+        ~Restore() { od::transpose_force = od::kTransposeChoice; }
       } restore;
-      for (int tile : tiles)
-        for (int order : orders) {
-          od::transpose_force = tile;
-          od::transpose_order = order;
-          std::string tag;
-          if (forced) tag += " f" + std::to_string(tile);
-          if (ordered) tag += " o" + std::to_string(order);
-          results.push_back(measure(dev, "copy (dim-order" + tag + ")", dims({1024, n / 1024}), 0, 2.0 * n * 4,
-                                    [&] { ops::contiguous(xt); }));
-          results.push_back(measure(dev, "copy (dim-order odd" + tag + ")", dims({odd_b, odd_a}), 0,
-                                    2.0 * odd_a * odd_b * 4, [&] { ops::contiguous(xo); }));
-        }
-      od::transpose_force = od::transpose_order = od::kTransposeChoice;
+      for (int tile : tiles) {
+        od::transpose_force = tile;
+        const std::string tag = forced ? " f" + std::to_string(tile) : "";
+        results.push_back(measure(dev, "copy (dim-order" + tag + ")", dims({1024, n / 1024}), 0, 2.0 * n * 4,
+                                  [&] { ops::contiguous(xt); }));
+        results.push_back(measure(dev, "copy (dim-order odd" + tag + ")", dims({odd_b, odd_a}), 0,
+                                  2.0 * odd_a * odd_b * 4, [&] { ops::contiguous(xo); }));
+      }
+      od::transpose_force = od::kTransposeChoice;
       // The head-layout copy of attention: [B, T, H, hd] to [B, H, T, hd] (rows of hd words move whole).
       const int64_t B = q ? 2 : 16, T = q ? 64 : 512, H = 8, hd = 64;
       const Tensor heads = x.slice(0, 0, B * T * H * hd).reshape({B, T, H, hd}).permute({0, 2, 1, 3});

@@ -43,7 +43,7 @@ void fill_contiguous(const Tensor& t, double value) {
 struct alignas(16) TransposeParams {
   uint32_t a_len, b_len, tiles_a, tiles_b;
   uint32_t src_a, dst_b, src_off, dst_off;
-  uint32_t batch_rank, order, pad[2];
+  uint32_t batch_rank, pad[3];
   U32x8 batch_shape, batch_src, batch_dst;
 };
 static_assert(sizeof(TransposeParams) == 144);
@@ -54,7 +54,6 @@ constexpr int64_t kTile = 32;
 
 namespace detail {
 int transpose_force = kTransposeChoice;
-int transpose_order = kTransposeChoice;
 }  // namespace detail
 
 namespace {
@@ -77,19 +76,20 @@ bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coal
   TransposeParams p{};
   p.a_len = u32(c.shape[a], "transpose extent");
   p.b_len = u32(c.shape[b], "transpose extent");
-  // Tiles of 32 AH along a (shape/transpose.wgsl): 1, or what transpose_force asks where the device's workgroup
-  // memory holds it. On the H200 (run n) the 32 x 32 tile moved 2.25 TB/s at 1024 x 65536, the 64 x 32 one 1.77
-  // and 128 x 32 0.89: the wider tiles stay forceable, not chosen.
+  // transpose_vec4.wgsl (16-byte words, 64 x 65 words of workgroup memory) where everything it indexes is a
+  // multiple of 4 words; else tiles of 32 AH along a (shape/transpose.wgsl): 1, or what transpose_force asks where
+  // the device's workgroup memory holds it. On the H200 (run n) the 32 x 32 tile moved 2.25 TB/s at 1024 x 65536,
+  // the 64 x 32 one 1.77 and 128 x 32 0.89: the wider tiles stay forceable, not chosen.
   auto fits = [&](int64_t h) { return h * kTile * (kTile + 1) * 4 <= dev.limits.max_workgroup_storage; };
   int64_t ah = 1;
-  // transpose_vec4.wgsl: 16-byte words, where everything it indexes is a multiple of 4 words.
   bool vec4 = false;
-  if (transpose_force == kTransposeVec4) {
-    vec4 = dev.backend->has_kernel("shape/transpose_vec4") && c.shape[a] % 4 == 0 && c.shape[b] % 4 == 0 &&
-           ss[a] % 4 == 0 && ds[b] % 4 == 0 && src.offset() % 4 == 0 && dst.offset() % 4 == 0;
+  if (transpose_force == kTransposeVec4 || transpose_force == kTransposeChoice) {
+    vec4 = dev.backend->has_kernel("shape/transpose_vec4") && 64 * 65 * 4 <= dev.limits.max_workgroup_storage &&
+           c.shape[a] % 4 == 0 && c.shape[b] % 4 == 0 && ss[a] % 4 == 0 && ds[b] % 4 == 0 &&
+           src.offset() % 4 == 0 && dst.offset() % 4 == 0;
     for (int d = 0; d < a; ++d)
       if (d != b) vec4 = vec4 && ss[d] % 4 == 0 && ds[d] % 4 == 0;
-  } else if (transpose_force != kTransposeChoice) {
+  } else {
     ah = transpose_force;
     if (ah != 1 && ah != 2 && ah != 4) throw Error("copy: no transpose tile of " + std::to_string(ah) + " x 32 words");
     if (!fits(ah))
@@ -99,10 +99,6 @@ bool copy_tiled(const char* op, const Tensor& dst, const Tensor& src, const Coal
   const int64_t tile_a = vec4 ? 64 : kTile * ah, tile_b = vec4 ? 64 : kTile;
   p.tiles_a = u32((c.shape[a] + tile_a - 1) / tile_a, "tiles");
   p.tiles_b = u32((c.shape[b] + tile_b - 1) / tile_b, "tiles");
-  // The order the tiles are taken in (transpose.wgsl): kTransposeOrder, or what transpose_order forces.
-  const int order = transpose_order != kTransposeChoice ? transpose_order : kTransposeOrder;
-  if (order != 1 && order != 2) throw Error("copy: no transpose order " + std::to_string(order));
-  p.order = static_cast<uint32_t>(order - 1);
   p.src_a = u32(ss[a], "stride");
   p.dst_b = u32(ds[b], "stride");
   p.src_off = u32(src.offset(), "offset");

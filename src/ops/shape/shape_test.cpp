@@ -172,21 +172,19 @@ std::vector<float> gather(const std::vector<float>& storage, const Tensor& view)
 
 // The copies that transpose (the output's innermost dim strided in the source: the tiled kernel) and those that
 // move whole rows (innermost dim contiguous in both: 16-byte words where aligned), at sizes off the 32 x 32 tile,
-// from views at offsets, into poisoned outputs; exact. Each tile of the tiled kernel (ops/shape/transpose_force.h)
-// forced in turn (the 128 x 32 tile where the device grants the workgroup memory), then the op's choice; each in
-// both orders of the tiles (the grid's, diagonal).
+// from views at offsets, into poisoned outputs; exact. Each tile of the tiled kernels (ops/shape/transpose_force.h)
+// forced in turn (the 128 x 32 tile where the device grants the workgroup memory; the 16-byte one where every
+// extent, stride and offset is a multiple of 4 words), then the op's choice.
 void transposing_copies_at_awkward_shapes();
 TEST(Contiguous, TransposingCopiesAtAwkwardShapes) {
   namespace od = ops::detail;
-  for (int tile : {1, 2, 4, od::kTransposeVec4, od::kTransposeChoice})
-    for (int order : {1, 2}) {
-      SCOPED_TRACE("transpose tile " + std::to_string(tile) + ", order " + std::to_string(order));
-      if (tile == 4 && 4 * 32 * 33 * 4 > test::device().limits().max_workgroup_storage) continue;
-      od::transpose_force = tile;
-      od::transpose_order = order;
-      transposing_copies_at_awkward_shapes();
-    }
-  od::transpose_force = od::transpose_order = od::kTransposeChoice;
+  for (int tile : {1, 2, 4, od::kTransposeVec4, od::kTransposeChoice}) {
+    SCOPED_TRACE("transpose tile " + std::to_string(tile));
+    if (tile == 4 && 4 * 32 * 33 * 4 > test::device().limits().max_workgroup_storage) continue;
+    od::transpose_force = tile;
+    transposing_copies_at_awkward_shapes();
+  }
+  od::transpose_force = od::kTransposeChoice;
 }
 
 void transposing_copies_at_awkward_shapes() {

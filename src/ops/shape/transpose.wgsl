@@ -7,13 +7,10 @@
 // in src and strided in dst; up to 6 batch dims with their own strides. A workgroup moves one tile of a and b in
 // one batch index: loads along b (src order), stores along a (dst order). The tile is 33 words a row so that the
 // column read at the store hits 32 different banks. A tile is 32 words along b and 32 AH along a: each invocation
-// moves 4 AH words each way, its loads issued together (4 in flight an invocation left the copy at 55% of the
-// bandwidth on the H200). The order of the tiles is the grid's, a fastest: taking them in bands of 4 to 32 tiles
-// along b changed nothing (67% of the copy rate either way, H100, run z4). `order` 1 takes them diagonally instead:
-// workgroup w moves b tile w % tiles_b and a tile (w / tiles_b + w % tiles_b) % tiles_a, so that the workgroups in
-// flight together write rows of dst (and read rows of src) that are not all one power-of-two stride apart, which
-// may put them on few memory channels. A hypothesis for the 67% above, not yet measured: forced only
-// (transpose_force.h), timed at power-of-two and odd strides by scripts/h200/copy_order.sh.
+// moves 4 AH words each way, its loads issued together. The order of the tiles is the grid's, a fastest. Where
+// everything is aligned to 4 words transpose_vec4.wgsl runs instead: this kernel's 4-byte words reached 67% of the
+// copy rate (H100), whatever the tile order (in bands along b, run z4; diagonally, run z5) and at odd strides as at
+// powers of two (z5); 16-byte words, 64 bytes in flight an invocation, reached 93% (z5).
 //
 // @variant AH {1|2|4} the tile's extent along a in units of 32 (its workgroup memory: 32 AH x 33 words)
 
@@ -31,7 +28,7 @@ struct Params {
   src_off: u32,
   dst_off: u32,
   batch_rank: u32,
-  order: u32,      // 0: a tiles first; 1: diagonal
+  _pad0: u32,
   _pad1: u32,
   _pad2: u32,
   batch_shape: array<vec4<u32>, 2>,
@@ -53,12 +50,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   let per_batch = p.tiles_a * p.tiles_b;
   var bi = w / per_batch;
   let t = w % per_batch;
-  var ta = t % p.tiles_a;
-  var tb = t / p.tiles_a;
-  if (p.order == 1u) {
-    tb = t % p.tiles_b;
-    ta = (t / p.tiles_b + tb) % p.tiles_a;
-  }
+  let ta = t % p.tiles_a;
+  let tb = t / p.tiles_a;
   let a0 = ta * (AH * TILE);
   let b0 = tb * TILE;
   // The batch index's offsets, row-major over the batch dims. Workgroups past the last batch (the grid rounds up)

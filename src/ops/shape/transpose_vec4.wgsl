@@ -2,8 +2,8 @@
 // everything is aligned to 4 words: a_len, b_len, src_a, dst_b, both offsets and every batch stride (copy.cpp
 // checks). A workgroup moves a 64 x 64-word tile: each invocation loads four vec4s along b (src order), all four
 // issued before any is stored, and stores four along a (dst order). transpose.wgsl moves 4-byte words, four in
-// flight an invocation, and reached 67% (H100) and 54% (H200) of the copy rate at 1024 x 65536: the hypothesis here
-// is that it has too few bytes in flight for the bandwidth, and the H200's larger bandwidth wants more of them.
+// flight an invocation, and reached 67% (H100) and 54% (H200) of the copy rate at 1024 x 65536: too few bytes in
+// flight for the bandwidth. This kernel, 64 bytes in flight an invocation, reached 93% on the H100 (run z5).
 //
 // The tile sits in workgroup memory as 64 rows of 65 words (a row per a, b along it): a warp's vec4s of one row go
 // to words 4 c + i, its column reads at the store to (4 c + i) 65 + b; both 2-way bank conflicts at worst.
@@ -21,7 +21,7 @@ struct Params {
   src_off: u32,
   dst_off: u32,
   batch_rank: u32,
-  order: u32,     // 0: a tiles first; 1: diagonal (transpose.wgsl)
+  _pad0: u32,
   _pad1: u32,
   _pad2: u32,
   batch_shape: array<vec4<u32>, 2>,
@@ -43,12 +43,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   let per_batch = p.tiles_a * p.tiles_b;
   let bi = w / per_batch;
   let t = w % per_batch;
-  var ta = t % p.tiles_a;
-  var tb = t / p.tiles_a;
-  if (p.order == 1u) {
-    tb = t % p.tiles_b;
-    ta = (t / p.tiles_b + tb) % p.tiles_a;
-  }
+  let ta = t % p.tiles_a;
+  let tb = t / p.tiles_a;
   let a0 = ta * TILE;
   let b0 = tb * TILE;
   var so = p.src_off;
