@@ -264,10 +264,13 @@ Tensor row_and_column_absmax(const Tensor& x) {
   return out;
 }
 
-// gemm_sm.wgsl's BM: 128, or what the device's gemm_sm_rows forces. (64 doubles the workgroups of a product with
-// few blocks; which products should take it is for a measurement to say.)
-static int64_t gemm_sm_rows(const DeviceImpl& dev) {
-  if (dev.gemm_sm_rows == 0) return kBlock;
+// gemm_sm.wgsl's BM: what the device's gemm_sm_rows forces, else 64 for a product of fewer than 512 blocks of 128
+// x 128 that is not split along k, 128 otherwise. Run z5 (H100), the step's products, 128 -> 64 rows: those of 320
+// blocks 0.102 -> 0.087 ms (q/o forward), 0.094 -> 0.083 (q/o input gradient), 0.230 -> 0.194 (down forward); those
+// of 896 blocks slower (gate/up forward 0.216 -> 0.232, down input gradient 0.213 -> 0.222), as the split weight
+// gradients (0.083 -> 0.093, 0.169 -> 0.214) and the head's 4096 blocks (0.905 -> 1.084).
+static int64_t gemm_sm_rows(const DeviceImpl& dev, int64_t blocks, int64_t splits) {
+  if (dev.gemm_sm_rows == 0) return blocks < 512 && splits == 1 ? 64 : kBlock;
   if (dev.gemm_sm_rows != 64 && dev.gemm_sm_rows != 128)
     throw Error("gemm_sm: no block of " + std::to_string(dev.gemm_sm_rows) + " rows (64 or 128)");
   return dev.gemm_sm_rows;
@@ -329,20 +332,21 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
   const bool b_t = f32_b && !b_vec && K % 4 == 0 && b.strides()[1] == 1 && b.offset() % 4 == 0 &&
                    b.strides()[2] % 4 == 0 && b.strides()[0] % 4 == 0;
   const int a_form = a_vec ? 1 : a_t ? 2 : 0, b_form = b_vec ? 1 : b_t ? 2 : 0;
-  const int64_t bm = gemm_sm_rows(dev);
-  const auto& pipe = dev.pipeline(
-      "matmul/gemm_sm", gemm_sm_variants()[(bm == 64 ? 27 : 0) + static_cast<int>(gb.mode) * 9 + a_form * 3 + b_form]);
-  const uint32_t gx = u32((N + kBlock - 1) / kBlock, "N tiles"), gy = u32((M + bm - 1) / bm, "M tiles");
   const int64_t maxz = dev.limits.max_workgroups_per_dim;
   const wgtrain::detail::BufferHandle scales = gb.scales ? gb.scales->storage()->buffer : a.storage()->buffer;
   const wgtrain::detail::BufferHandle bias_buf = bias ? bias->storage()->buffer : a.storage()->buffer;
   const wgtrain::detail::BufferHandle sa_buf = a_bits.storage->buffer, sb_buf = b_bits.storage->buffer;
 
-  // Split-K as in gemm (split_k.h), in chunks that are multiples of the kernel's 32-deep k step.
-  const auto [splits, chunk] = batch == 1 && !bias
-                                   ? plan_split_k(static_cast<int64_t>(gx) * gy, K, dev.split_k, dev.info.software,
-                                                  kDepth, dev.split_target_mixed)
-                                   : SplitK{1, K};
+  // Split-K as in gemm (split_k.h), in chunks that are multiples of the kernel's 32-deep k step, planned on the
+  // blocks of 128 x 128; then the block's rows (gemm_sm_rows).
+  const int64_t blocks = batch * ((N + kBlock - 1) / kBlock) * ((M + kBlock - 1) / kBlock);
+  const auto [splits, chunk] = batch == 1 && !bias ? plan_split_k(blocks, K, dev.split_k, dev.info.software, kDepth,
+                                                                  dev.split_target_mixed)
+                                                   : SplitK{1, K};
+  const int64_t bm = gemm_sm_rows(dev, blocks, splits);
+  const auto& pipe = dev.pipeline(
+      "matmul/gemm_sm", gemm_sm_variants()[(bm == 64 ? 27 : 0) + static_cast<int>(gb.mode) * 9 + a_form * 3 + b_form]);
+  const uint32_t gx = u32((N + kBlock - 1) / kBlock, "N tiles"), gy = u32((M + bm - 1) / bm, "M tiles");
   // The kernel stores whole 16 x 16 fragments, still scaled: straight into c where none straddles an edge and c's
   // offset keeps them 16-byte aligned, nothing is accumulated and there is one chunk; else into a padded buffer of
   // whole blocks. sm_finish.wgsl then finishes c (scales, bias, chunks, accumulation).

@@ -507,14 +507,22 @@ TEST_P(MixedQ4, ForwardAndInputGradientMatchReference) {
   check_q4_products(M, N, K, G);
 }
 
-// Blocks of 64 rows (gemm_sm.wgsl's BM 64, forced): every form of A (row-major in vec4s and not, column-major),
-// both q4 modes, split-K, batches, bias and accumulation, rows far outside f16's range, M around the block.
-TEST_P(Mixed, SixtyFourRowBlocksInEveryForm) {
+// Blocks of 64 and of 128 rows (gemm_sm.wgsl's BM, forced: the choice gives the tests' small products 64, split
+// ones 128): every form of A (row-major in vec4s and not, column-major), both q4 modes, split-K, batches, bias and
+// accumulation, rows far outside f16's range, M around the block.
+void blocks_in_every_form();
+TEST_P(Mixed, BlocksOfEitherHeightInEveryForm) {
   RUN_OR_SKIP(GetParam());
-  struct Rows {
-    Rows() { dev().impl().gemm_sm_rows = 64; }
-    ~Rows() { dev().impl().gemm_sm_rows = 0; }
-  } rows;
+  for (const int rows : {64, 128}) {
+    SCOPED_TRACE("blocks of " + std::to_string(rows) + " rows");
+    dev().impl().gemm_sm_rows = rows;
+    blocks_in_every_form();
+    dev().impl().gemm_sm_rows = 0;
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+void blocks_in_every_form() {
   for (const auto& [M, K, N] : {MmShape{65, 33, 129}, MmShape{64, 32, 128}, MmShape{129, 100, 131},
                                 MmShape{257, 300, 200}}) {
     SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N));

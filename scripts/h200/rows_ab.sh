@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On the GPU machine (after scripts/h200/prepare.sh here): the mixed GEMMs' block rows, the choice (64 rows for
+# products of fewer than 512 blocks of 128 that are not split, gemm_sm.cpp's gemm_sm_rows) against 128 rows
+# everywhere (WGTRAIN_GEMM_SM_ROWS=128, the kernel before), alternately, twice each: the step's products and the
+# training step, with its first losses. Then the mixed tests on the matrix units, and fused_ce's forms at 1024 and
+# 256 threads a row on WebGPU at V = 32000 and 128256 (run z5 measured the choice at 33% of the copy rate at
+# 128256). Into $OUT/r.tgz; the rows printed last.
+set -uo pipefail
+out=${OUT:?OUT}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+source scripts/h200/env.sh
+quiet() { grep -v "^Warning\|^    at"; }
+for round in 1 2; do
+  for r in 128 choice; do
+    env $([ $r = 128 ] && echo WGTRAIN_GEMM_SM_ROWS=128) timeout 100 .carry/wgtrain bench --precision mixed \
+      --only step_gemm,train_step --json "$out/rows_${r}_$round.json" 2>&1 | quiet > "$out/rows_${r}_$round.log"
+  done
+done
+WGTRAIN_POISON=1 timeout 150 .carry/wgtrain_tests --gtest_filter='*Mixed*OnTheMatrixUnits*:MixedVariants.*' 2>&1 |
+  quiet > "$out/mixed_tests.log"
+WGTRAIN_FORCE_FUSED_CE=-1,0,1,2,3,4 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 timeout 150 .carry/wgtrain bench \
+  --only copy,fused_ce --json "$out/fused_ce.json" 2>&1 | quiet > "$out/fused_ce.log"
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/mixed_tests.log" | head
+grep -E "^fused_ce|^copy \(dense" "$out/fused_ce.log"
+for f in "$out"/rows_*.log; do echo "$(basename "$f"):"; grep -E "^step|^train_step .*ms|losses" "$f"; done
+cd "$out" && tar czf r.tgz gpu.txt rows_* mixed_tests.log fused_ce.* && rm -rf gpu.txt rows_* mixed_tests.log fused_ce.*
