@@ -4,7 +4,8 @@
 # everywhere (WGTRAIN_GEMM_SM_ROWS=128, the kernel before), alternately, twice each: the step's products and the
 # training step, with its first losses. Then the mixed tests on the matrix units, and fused_ce's forms at 1024 and
 # 256 threads a row on WebGPU at V = 32000 and 128256 (run z5 measured the choice at 33% of the copy rate at
-# 128256). Into $OUT/r.tgz; the rows printed last.
+# 128256), and q4gsw_requant's one-pass form with its latent loaded directly (f1) and through workgroup memory
+# (f2, STAGED). Into $OUT/r.tgz; the rows printed last.
 set -uo pipefail
 out=${OUT:?OUT}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -18,9 +19,10 @@ for round in 1 2; do
 done
 WGTRAIN_POISON=1 timeout 150 .carry/wgtrain_tests --gtest_filter='*Mixed*OnTheMatrixUnits*:MixedVariants.*' 2>&1 |
   quiet > "$out/mixed_tests.log"
-WGTRAIN_FORCE_FUSED_CE=-1,0,1,2,3,4 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 timeout 150 .carry/wgtrain bench \
-  --only copy,fused_ce --json "$out/fused_ce.json" 2>&1 | quiet > "$out/fused_ce.log"
+WGTRAIN_FORCE_FUSED_CE=-1,0,1,2,3,4 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 WGTRAIN_FORCE_Q4GSW_REQUANT=1,2 \
+  timeout 150 .carry/wgtrain bench --only copy,fused_ce,requant --json "$out/fused_ce.json" 2>&1 |
+  quiet > "$out/fused_ce.log"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/mixed_tests.log" | head
-grep -E "^fused_ce|^copy \(dense" "$out/fused_ce.log"
+grep -E "^fused_ce|^copy \(dense|^q4gsw" "$out/fused_ce.log"
 for f in "$out"/rows_*.log; do echo "$(basename "$f"):"; grep -E "^step|^train_step .*ms|losses" "$f"; done
 cd "$out" && tar czf r.tgz gpu.txt rows_* mixed_tests.log fused_ce.* && rm -rf gpu.txt rows_* mixed_tests.log fused_ce.*

@@ -201,7 +201,7 @@ class Q4Requant : public ::testing::TestWithParam<std::string> {};
 template <class Fn>
 void each_requant_form(const Fn& fn) {
   namespace od = ops::detail;
-  for (int form : {od::kRequantOld, od::kRequantGroups, od::kRequantChoice}) {
+  for (int form : {od::kRequantOld, od::kRequantGroups, od::kRequantStaged, od::kRequantChoice}) {
     SCOPED_TRACE("requant form " + std::to_string(form));
     od::q4gsw_requant_force = form;
     try {
@@ -220,7 +220,8 @@ void requant_matches_reference() {
   // 300 x 40), vec4 rows (K % 4 == 0) ending in half a word (36) and scalar ones.
   for (auto [n, k, g] : {std::make_tuple(1, 1, 8), std::make_tuple(7, 13, 32), std::make_tuple(33, 100, 64),
                          std::make_tuple(5, 256, 128), std::make_tuple(3, 36, 8), std::make_tuple(4, 100, 24),
-                         std::make_tuple(2, 4100, 2048), std::make_tuple(65, 64, 32), std::make_tuple(300, 40, 8)}) {
+                         std::make_tuple(2, 4100, 2048), std::make_tuple(65, 64, 32), std::make_tuple(300, 40, 8),
+                         std::make_tuple(7, 96, 24)}) {
     SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k) + " g" + std::to_string(g));
     auto latent = random_host({n, k}, -1.5, 1.5);
     const auto s = random_host({q4gsw::groups(k, g), n}, 0.05, 0.3);  // some |latent / s| > 8: clamped
@@ -290,7 +291,8 @@ TEST_P(Q4Requant, NearTiesRoundAsTheExactQuotient) {
 template <class B>
 void requant_recomputes_scales() {
   for (auto [n, k, g] : {std::make_tuple(9, 70, 32), std::make_tuple(65, 64, 32), std::make_tuple(4, 100, 24),
-                         std::make_tuple(3, 36, 8), std::make_tuple(2, 4100, 2048)}) {
+                         std::make_tuple(3, 36, 8), std::make_tuple(2, 4100, 2048), std::make_tuple(7, 96, 24),
+                         std::make_tuple(300, 40, 8)}) {
     SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k) + " g" + std::to_string(g));
     auto latent = random_host({n, k}, -2, 2);
     for (int64_t c = 0; c < g; ++c) latent.data[c] = 0.0;  // an all-zero group: scale 0, codes 8
