@@ -17,12 +17,13 @@ for round in 1 2; do
       --only step_gemm,train_step --json "$out/rows_${r}_$round.json" 2>&1 | quiet > "$out/rows_${r}_$round.log"
   done
 done
-WGTRAIN_POISON=1 timeout 150 .carry/wgtrain_tests --gtest_filter='*Mixed*OnTheMatrixUnits*:MixedVariants.*' 2>&1 |
-  quiet > "$out/mixed_tests.log"
+# TESTS=0 leaves the tests out (a short call: run z5 ran them with 64-row blocks forced).
+[ "${TESTS:-1}" = 1 ] && WGTRAIN_POISON=1 timeout 150 .carry/wgtrain_tests \
+  --gtest_filter='*Mixed*OnTheMatrixUnits*:MixedVariants.*' 2>&1 | quiet > "$out/mixed_tests.log"
 WGTRAIN_FORCE_FUSED_CE=-1,0,1,2,3,4 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 WGTRAIN_FORCE_Q4GSW_REQUANT=1,2 \
   timeout 150 .carry/wgtrain bench --only copy,fused_ce,requant --json "$out/fused_ce.json" 2>&1 |
   quiet > "$out/fused_ce.log"
-grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/mixed_tests.log" | head
+[ -f "$out/mixed_tests.log" ] && grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/mixed_tests.log" | head
 grep -E "^fused_ce|^copy \(dense|^q4gsw" "$out/fused_ce.log"
 for f in "$out"/rows_*.log; do echo "$(basename "$f"):"; grep -E "^step|^train_step .*ms|losses" "$f"; done
-cd "$out" && tar czf r.tgz gpu.txt rows_* mixed_tests.log fused_ce.* && rm -rf gpu.txt rows_* mixed_tests.log fused_ce.*
+cd "$out" && tar czf r.tgz gpu.txt rows_* fused_ce.* $(ls mixed_tests.log 2>/dev/null) && rm -rf gpu.txt rows_* mixed_tests.log fused_ce.*
