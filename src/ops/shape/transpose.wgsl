@@ -10,7 +10,7 @@
 // moves 4 AH words each way, its loads issued together. The order of the tiles is the grid's, a fastest. Where
 // everything is aligned to 4 words transpose_vec4.wgsl runs instead: this kernel's 4-byte words reached 67% of the
 // copy rate (H100), whatever the tile order (in bands along b, run z4; diagonally, run z5) and at odd strides as at
-// powers of two (z5); 16-byte words, 64 bytes in flight an invocation, reached 93% (z5).
+// powers of two (z5); 16-byte words, a quarter of the memory instructions, reached 93% (z5).
 //
 // @variant AH {1|2|4} the tile's extent along a in units of 32 (its workgroup memory: 32 AH x 33 words)
 

@@ -1,9 +1,10 @@
 // transpose.wgsl's copy (dst[view] = src[view], 32-bit words, dst's rows strided in src) in 16-byte words where
 // everything is aligned to 4 words: a_len, b_len, src_a, dst_b, both offsets and every batch stride (copy.cpp
 // checks). A workgroup moves a 64 x 64-word tile: each invocation loads four vec4s along b (src order), all four
-// issued before any is stored, and stores four along a (dst order). transpose.wgsl moves 4-byte words, four in
-// flight an invocation, and reached 67% (H100) and 54% (H200) of the copy rate at 1024 x 65536: too few bytes in
-// flight for the bandwidth. This kernel, 64 bytes in flight an invocation, reached 93% on the H100 (run z5).
+// issued before any is stored, and stores four along a (dst order). transpose.wgsl moves 4-byte words and reached
+// 67% (H100) and 54% (H200) of the copy rate at 1024 x 65536, and less with twice as many of them in flight (its 64
+// x 32 tile); this kernel, the same bytes in a quarter of the memory instructions, reached 93% on the H100 (run
+// z5).
 //
 // The tile sits in workgroup memory as 64 rows of 65 words (a row per a, b along it): a warp's vec4s of one row go
 // to words 4 c + i, its column reads at the store to (4 c + i) 65 + b; both 2-way bank conflicts at worst.
