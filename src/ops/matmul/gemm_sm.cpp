@@ -194,9 +194,9 @@ std::string gemm_sm_missing(const DeviceImpl& dev) {
   return {};
 }
 
-// The 27 variants (3 forms of B; A and an f32 B each element-wise (0), vec4s along the stride-1 dimension that
-// gemm.wgsl's vec4s take (1: A_VEC, B_VEC) or along the other one (2: A_T, B_T); the q4 forms use B form 0 only), at
-// mode * 9 + a_form * 3 + b_form, built once.
+// The 54 variants (blocks of 128 or 64 rows; 3 forms of B; A and an f32 B each element-wise (0), vec4s along the
+// stride-1 dimension that gemm.wgsl's vec4s take (1: A_VEC, B_VEC) or along the other one (2: A_T, B_T); the q4
+// forms use B form 0 only), at (BM == 64) * 27 + mode * 9 + a_form * 3 + b_form, built once.
 const std::vector<wgtrain::detail::KernelDefs>& gemm_sm_variants() {
   static const auto variants = [] {
     std::vector<wgtrain::detail::KernelDefs> t(54);
@@ -339,11 +339,11 @@ void gemm_sm(const char* op, const Tensor& a, const GemmB& gb, int64_t N, const 
 
   // Split-K as in gemm (split_k.h), in chunks that are multiples of the kernel's 32-deep k step, planned on the
   // blocks of 128 x 128; then the block's rows (gemm_sm_rows).
-  const int64_t blocks = batch * ((N + kBlock - 1) / kBlock) * ((M + kBlock - 1) / kBlock);
-  const auto [splits, chunk] = batch == 1 && !bias ? plan_split_k(blocks, K, dev.split_k, dev.info.software, kDepth,
-                                                                  dev.split_target_mixed)
+  const int64_t blocks128 = batch * ((N + kBlock - 1) / kBlock) * ((M + kBlock - 1) / kBlock);
+  const auto [splits, chunk] = batch == 1 && !bias ? plan_split_k(blocks128, K, dev.split_k, dev.info.software,
+                                                                  kDepth, dev.split_target_mixed)
                                                    : SplitK{1, K};
-  const int64_t bm = gemm_sm_rows(dev, blocks, splits);
+  const int64_t bm = gemm_sm_rows(dev, blocks128, splits);
   const auto& pipe = dev.pipeline(
       "matmul/gemm_sm", gemm_sm_variants()[(bm == 64 ? 27 : 0) + static_cast<int>(gb.mode) * 9 + a_form * 3 + b_form]);
   const uint32_t gx = u32((N + kBlock - 1) / kBlock, "N tiles"), gy = u32((M + bm - 1) / bm, "M tiles");
