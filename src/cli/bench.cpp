@@ -559,7 +559,8 @@ int run_bench(const BenchOptions& opt) {
         const char* what;
         int64_t n, k;
       };
-      for (const Shape2& l : {Shape2{"q/o", c.q_dim(), D}, Shape2{"gate/up", H, D}, Shape2{"down", D, H}}) {
+      for (const Shape2& l : {Shape2{"q/o", c.q_dim(), D}, Shape2{"k/v", c.kv_dim(), D}, Shape2{"gate/up", H, D},
+                              Shape2{"down", D, H}}) {
         const int64_t N = l.n, K = l.k;
         const Kernels::Q4 w = kernels.q4(N, K, G, 4);
         const Tensor x = kernels.random({M, K}, -1, 1, 5), dy = kernels.random({M, N}, -1e-4, 1e-4, 6);
