@@ -24,25 +24,19 @@ done
 python3 - "$d" <<'PY' | tee "$d/tables.txt"
 import json, sys, os
 d = sys.argv[1]
-ours = {}
+ours, ms = {}, {}  # (precision, shape): TFLOP/s, ms
 for p in ("fp32", "mixed"):
     f = os.path.join(d, p + ".json")
     if os.path.exists(f):
         for line in open(f):
             x = json.loads(line)
             ours[(p, x["shape"])] = x["flops"] / x["seconds"] * 1e-12
+            ms[(p, x["shape"])] = x["seconds"] * 1e3
 shapes, probe = [], []
 for (_, s) in ours:
     if s.endswith("x128x4096"):
         if s not in probe: probe.append(s)
     elif s not in shapes: shapes.append(s)
-ms = {}
-for p in ("fp32", "mixed"):
-    f = os.path.join(d, p + ".json")
-    if os.path.exists(f):
-        for line in open(f):
-            x = json.loads(line)
-            ms[(p, x["shape"])] = x["seconds"] * 1e3
 print("occupancy probe: N = 128, K = 4096, t tiles of 128 x 128 in one column (ms; a step up past t = 132 w says w")
 print("workgroups an SM at once)")
 print("%6s %9s %9s" % ("t", "fp32", "mixed"))

@@ -166,6 +166,30 @@ INSTANTIATE_TEST_SUITE_P(Awkward, MixedMm,
 
 class Mixed : public ::testing::TestWithParam<Run> {};
 
+// bmm (three [m, k] x [k, 130] products of one call), linear with a bias (x [lin_m, lin_k] W^T + b, 129 outputs)
+// and linear_dW accumulating onto a gradient (g [70, dw_k] += dy^T x over 300 rows).
+void check_batches_bias_and_accumulation(int64_t m, int64_t k, int64_t lin_m, int64_t lin_k, int64_t dw_k) {
+  const int64_t B = 3;
+  const auto a3 = random_host({B, m, k}), b3 = random_host({B, k, 130});
+  const auto c3 = ops::bmm(up(a3), up(b3)).to_host_f32();
+  for (int64_t i = 0; i < B; ++i) {
+    ref::HostTensor ai({m, k}), bi({k, 130});
+    std::copy_n(a3.data.begin() + i * m * k, m * k, ai.data.begin());
+    std::copy_n(b3.data.begin() + i * k * 130, k * 130, bi.data.begin());
+    EXPECT_TRUE(mixed_close(std::vector<float>(c3.begin() + i * m * 130, c3.begin() + (i + 1) * m * 130), ai, bi))
+        << "bmm batch " << i;
+  }
+  const auto x = random_host({lin_m, lin_k}), w = random_host({129, lin_k}), bias = random_host({129});
+  std::vector<double> add(lin_m * 129);
+  for (int64_t i = 0; i < lin_m; ++i)
+    for (int64_t j = 0; j < 129; ++j) add[i * 129 + j] = bias.data[j];
+  EXPECT_TRUE(mixed_close(ops::linear(up(x), up(w), up(bias)).to_host_f32(), x, transpose(w), add)) << "bias";
+  const auto dy = random_host({300, 70}), xx = random_host({300, dw_k}), g0 = random_host({70, dw_k});
+  const Tensor g = up(g0);
+  ops::linear_dW(up(dy), up(xx), &g);
+  EXPECT_TRUE(mixed_close(g.to_host_f32(), transpose(dy), xx, g0.data)) << "dW accumulated";
+}
+
 TEST_P(Mixed, TransposedViewsBatchesBiasAndAccumulation) {
   RUN_OR_SKIP(GetParam());
   // a = A^T and b = B^T as strided views.
@@ -173,28 +197,7 @@ TEST_P(Mixed, TransposedViewsBatchesBiasAndAccumulation) {
   const auto at = random_host({K, M}), bt = random_host({N, K});
   const auto got = ops::mm(up(at).transpose(0, 1), up(bt).transpose(0, 1)).to_host_f32();
   EXPECT_TRUE(mixed_close(got, transpose(at), transpose(bt))) << "transposed views";
-  // bmm: three products of one call.
-  const int64_t B = 3;
-  const auto a3 = random_host({B, 40, 70}), b3 = random_host({B, 70, 130});
-  const auto c3 = ops::bmm(up(a3), up(b3)).to_host_f32();
-  for (int64_t i = 0; i < B; ++i) {
-    ref::HostTensor ai({40, 70}), bi({70, 130});
-    std::copy_n(a3.data.begin() + i * 40 * 70, 40 * 70, ai.data.begin());
-    std::copy_n(b3.data.begin() + i * 70 * 130, 70 * 130, bi.data.begin());
-    EXPECT_TRUE(mixed_close(std::vector<float>(c3.begin() + i * 40 * 130, c3.begin() + (i + 1) * 40 * 130), ai, bi))
-        << "bmm batch " << i;
-  }
-  // linear with a bias: x W^T + b.
-  const auto x = random_host({33, 45}), w = random_host({129, 45}), bias = random_host({129});
-  std::vector<double> add(33 * 129);
-  for (int64_t i = 0; i < 33; ++i)
-    for (int64_t j = 0; j < 129; ++j) add[i * 129 + j] = bias.data[j];
-  EXPECT_TRUE(mixed_close(ops::linear(up(x), up(w), up(bias)).to_host_f32(), x, transpose(w), add)) << "bias";
-  // linear_dW accumulating onto a gradient: g += dy^T x.
-  const auto dy = random_host({300, 70}), xx = random_host({300, 50}), g0 = random_host({70, 50});
-  const Tensor g = up(g0);
-  ops::linear_dW(up(dy), up(xx), &g);
-  EXPECT_TRUE(mixed_close(g.to_host_f32(), transpose(dy), xx, g0.data)) << "dW accumulated";
+  check_batches_bias_and_accumulation(40, 70, 33, 45, 50);
 }
 
 // A column-major A (m stride 1) aligned to 4 floats takes the A_T variant (vec4 loads along m, a [k][m] tile read as
@@ -536,24 +539,7 @@ void blocks_in_every_form() {
     EXPECT_TRUE(mixed_close(ops::mm(up(at).transpose(0, 1), up(b)).to_host_f32(), transpose(at), b))
         << "A column-major";
   }
-  const auto a3 = random_host({3, 70, 40}), b3 = random_host({3, 40, 130});
-  const auto c3 = ops::bmm(up(a3), up(b3)).to_host_f32();
-  for (int64_t i = 0; i < 3; ++i) {
-    ref::HostTensor ai({70, 40}), bi({40, 130});
-    std::copy_n(a3.data.begin() + i * 70 * 40, 70 * 40, ai.data.begin());
-    std::copy_n(b3.data.begin() + i * 40 * 130, 40 * 130, bi.data.begin());
-    EXPECT_TRUE(mixed_close(std::vector<float>(c3.begin() + i * 70 * 130, c3.begin() + (i + 1) * 70 * 130), ai, bi))
-        << "bmm batch " << i;
-  }
-  const auto x = random_host({97, 44}), w = random_host({129, 44}), bias = random_host({129});
-  std::vector<double> add(97 * 129);
-  for (int64_t i = 0; i < 97; ++i)
-    for (int64_t j = 0; j < 129; ++j) add[i * 129 + j] = bias.data[j];
-  EXPECT_TRUE(mixed_close(ops::linear(up(x), up(w), up(bias)).to_host_f32(), x, transpose(w), add)) << "bias";
-  const auto dy = random_host({300, 70}), xx = random_host({300, 52}), g0 = random_host({70, 52});
-  const Tensor g = up(g0);
-  ops::linear_dW(up(dy), up(xx), &g);
-  EXPECT_TRUE(mixed_close(g.to_host_f32(), transpose(dy), xx, g0.data)) << "dW accumulated";
+  check_batches_bias_and_accumulation(70, 40, 97, 44, 52);  // 70 and 97 rows: past one block of 64
   auto far = random_host({70, 96});
   for (int64_t i = 0; i < 70; ++i)
     for (int64_t k = 0; k < 96; ++k) far.data[i * 96 + k] *= std::ldexp(1e-7, static_cast<int>(i % 40));

@@ -39,7 +39,7 @@ void fill_contiguous(const Tensor& t, double value) {
   dev.dispatch({"fill", &pipe, &p, sizeof p, {{t.storage()->buffer}}, gx, gy, 1});
 }
 
-// Mirrors `struct Params` in shape/transpose.wgsl.
+// Mirrors `struct Params` in shape/transpose_tile.wgsl (both transposing copies').
 struct alignas(16) TransposeParams {
   uint32_t a_len, b_len, tiles_a, tiles_b;
   uint32_t src_a, dst_b, src_off, dst_off;

@@ -12,25 +12,8 @@
 const TILE: u32 = 64u;
 const ROW: u32 = 65u;  // TILE + 1 words a tile row
 
-struct Params {
-  a_len: u32,     // in words, as every extent, stride and offset here (all multiples of 4)
-  b_len: u32,
-  tiles_a: u32,
-  tiles_b: u32,
-  src_a: u32,
-  dst_b: u32,
-  src_off: u32,
-  dst_off: u32,
-  batch_rank: u32,
-  _pad0: u32,
-  _pad1: u32,
-  _pad2: u32,
-  batch_shape: array<vec4<u32>, 2>,
-  batch_src: array<vec4<u32>, 2>,
-  batch_dst: array<vec4<u32>, 2>,
-}
+{{>shape/transpose_tile}}
 
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> dst: array<vec4<u32>>;
 
@@ -39,27 +22,12 @@ var<workgroup> tile: array<u32, 4160u>;  // TILE x ROW
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) li: u32) {
-  // The workgroup's index alone decides every branch before the barrier.
-  let w = wid.x + wid.y * nwg.x;
-  let per_batch = p.tiles_a * p.tiles_b;
-  let bi = w / per_batch;
-  let t = w % per_batch;
-  let ta = t % p.tiles_a;
-  let tb = t / p.tiles_a;
-  let a0 = ta * TILE;
-  let b0 = tb * TILE;
-  var so = p.src_off;
-  var d_o = p.dst_off;
-  var rem = bi;
-  for (var d = p.batch_rank; d > 0u; d = d - 1u) {
-    let k = d - 1u;
-    let extent = p.batch_shape[k / 4u][k % 4u];
-    let c = rem % extent;
-    rem = rem / extent;
-    so = so + c * p.batch_src[k / 4u][k % 4u];
-    d_o = d_o + c * p.batch_dst[k / 4u][k % 4u];
-  }
-  let live = rem == 0u;  // workgroups past the last batch (the grid rounds up) move nothing
+  let tl = tile_of(wid.x + wid.y * nwg.x);  // shape/transpose_tile
+  let a0 = tl.ta * TILE;
+  let b0 = tl.tb * TILE;
+  let so = tl.src;
+  let d_o = tl.dst;
+  let live = tl.live;
 
   // Load: 16 invocations a row of the tile (a vec4 each along b), 16 rows a round, 4 rounds.
   let q = li % 16u;
