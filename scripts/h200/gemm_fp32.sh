@@ -5,6 +5,7 @@
 # (GemmTilings.*) and the matmul / q4gsw suites at the table's choice, then those suites under each entry. Last, a
 # table: one line per bench row, one column per entry (mm rows in TFLOP/s, step rows in ms), the best entry of each
 # row. Into $OUT/gemm/. Under 4 minutes: what is still to run after the times below is skipped, and said so.
+# ONLY=step_gemm times the step's products alone (shorter); TESTS=0 leaves the tests and suites out.
 set -uo pipefail
 source scripts/h200/env.sh
 out=${OUT:-/tmp}
@@ -17,17 +18,17 @@ echo "tiling entries: ${count:?the bench printed no tiling count}"
 # skipped (said so), so that the tests and the table still come within the call.
 for n in $(seq 0 $((count - 1))); do
   if [ "$SECONDS" -gt 160 ]; then echo "entry $n and later skipped: out of time"; break; fi
-  WGTRAIN_FORCE_GEMM=$n timeout 40 .carry/wgtrain bench --only mm --json "$d/mm_$n.json" 2>&1 | quiet > "$d/mm_$n.log"
+  WGTRAIN_FORCE_GEMM=$n timeout 40 .carry/wgtrain bench --only "${ONLY:-mm}" --json "$d/mm_$n.json" 2>&1 | quiet > "$d/mm_$n.log"
   grep -ho "tiling forced.*" "$d/mm_$n.log"
   grep -h "failed" "$d/mm_$n.log" | head -2
 done
-WGTRAIN_POISON=1 timeout 100 .carry/wgtrain_tests \
+[ "${TESTS:-1}" = 1 ] && WGTRAIN_POISON=1 timeout 100 .carry/wgtrain_tests \
   --gtest_filter='*GemmTilings*:*MmSizes*:Mm.*:*BmmSizes*:Bmm.*:*LinearCases*:Linear.*:*Q4Gemms*' 2>&1 | quiet \
   > "$d/tests.log"
-grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$d/tests.log" | head -20
+[ -f "$d/tests.log" ] && grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$d/tests.log" | head -20
 # The matmul and q4gsw suites themselves with each entry forced (the test binary takes WGTRAIN_FORCE_GEMM too),
 # while time is left: one line per entry.
-for n in $(seq 0 $((count - 1))); do
+for n in $( [ "${TESTS:-1}" = 1 ] && seq 0 $((count - 1)) ); do
   if [ "$SECONDS" -gt 200 ]; then echo "suites: entry $n and later not run: out of time"; break; fi
   WGTRAIN_FORCE_GEMM=$n WGTRAIN_POISON=1 timeout 30 .carry/wgtrain_tests \
     --gtest_filter='*MmSizes*:Mm.*:*BmmSizes*:Bmm.*:*LinearCases*:Linear.*:*Q4Gemms*' 2>&1 | quiet > "$d/suites_$n.log"
