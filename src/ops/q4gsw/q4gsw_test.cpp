@@ -289,6 +289,36 @@ TEST_P(Q4Requant, NearTiesRoundAsTheExactQuotient) {
 }
 
 template <class B>
+void requant_scales_of_every_magnitude() {
+  // quantize.wgsl takes x (1 / s) for a quotient far from a tie where |s| is in [2^-100, 2^100], and the exact test
+  // elsewhere: scales inside, on and past both ends (negative ones too), each row's latents their multiples from
+  // -10 to 10, exact ties (q + 1/2) s (s a power of two) and the floats beside them, near 8.5 where the clamp meets.
+  const std::vector<double> mags = {0x1p-120, 0x1p-101, 0x1p-100, 0x1p-99, 0.75, 1.0, 0x1p99, 0x1p100, 0x1p101, 0x1p110};
+  const int64_t n = static_cast<int64_t>(mags.size()) * 2, k = 64, g = 64;
+  std::vector<float> scales(static_cast<size_t>(n));
+  ref::HostTensor latent({n, k});
+  auto rnd = random_host({n, k}, -10, 10);
+  for (int64_t r = 0; r < n; ++r) {
+    const double s = (r % 2 ? -1.0 : 1.0) * mags[static_cast<size_t>(r / 2)];
+    scales[static_cast<size_t>(r)] = static_cast<float>(s);
+    for (int64_t c = 0; c < k; ++c) {
+      const double q = c < 40 ? static_cast<double>(c % 20) - 9.5 : rnd.data[r * k + c];
+      const float x = static_cast<float>(q * s);
+      const int step = static_cast<int>(c % 3) - 1;  // for the ties: the float below, at, or above
+      latent.data[r * k + c] = c < 40 && step != 0 ? std::nextafter(x, step > 0 ? 1e38f : -1e38f) : x;
+    }
+  }
+  typename B::Q4 w = B::upload_q4(std::vector<uint8_t>(n * q4gsw::bytes_per_row(k), 0), scales, n, k, g);
+  B::q4gsw_requant(B::upload(latent), w, false);
+  EXPECT_EQ(B::q4_bytes(w), ref::q4_requant(latent, scales, g)) << "seed " << test::seed();
+}
+
+TEST_P(Q4Requant, ScalesOfEveryMagnitude) {
+  each_requant_form(
+      [&] { test::with_backend(GetParam(), [](auto b) { requant_scales_of_every_magnitude<decltype(b)>(); }); });
+}
+
+template <class B>
 void requant_recomputes_scales() {
   for (auto [n, k, g] : {std::make_tuple(9, 70, 32), std::make_tuple(65, 64, 32), std::make_tuple(4, 100, 24),
                          std::make_tuple(3, 36, 8), std::make_tuple(2, 4100, 2048), std::make_tuple(7, 96, 24),

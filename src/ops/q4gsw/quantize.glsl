@@ -1,5 +1,6 @@
 // q4gsw's rounding, the GLSL twin of quantize.wgsl (included by requant.comp and requant_groups.comp): the sign of
-// 2x - m s (m = 2q +- 1) found exactly without an fma, which a driver may split; quantize.wgsl says why it is exact.
+// 2x - m s (m = 2q +- 1) found exactly without an fma, which a driver may split; quantize.wgsl says why it is exact,
+// and why most quotients take the guess r = x (1 / s) instead, as here.
 
 int twice_past(float x, float s, float m) {
   const float s_hi = uintBitsToFloat(floatBitsToUint(s) & 0xffffffe0u);
@@ -10,6 +11,13 @@ int twice_past(float x, float s, float m) {
 
 uint quantize(float x_in, float s_in) {
   if (s_in == 0.0) return 8u;
+  const float r = x_in * (1.0 / s_in);
+  const float f = floor(r + 0.5);
+  const float a = abs(s_in);
+  // 2^-100, 2^100 and 1/2 - 2^-10 (GLSL has no hexadecimal floats).
+  if (a >= 7.888609052210118e-31 && a <= 1.2676506002282294e30 &&
+      (abs(r - f) < 0.4990234375 || (abs(r) > 16.0 && abs(r) < 1.2676506002282294e30)))
+    return uint(int(clamp(f, -8.0, 7.0)) + 8);
   float x = x_in, s = s_in;
   if (s < 0.0) {
     x = -x;
