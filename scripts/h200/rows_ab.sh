@@ -12,13 +12,13 @@ out=${OUT:?OUT}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 source scripts/h200/env.sh
 quiet() { grep -v "^Warning\|^    at"; }
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
   for r in 128 choice; do
     env $([ $r = 128 ] && echo WGTRAIN_GEMM_SM_ROWS=128) timeout 100 .carry/wgtrain bench --precision mixed \
       --only step_gemm,train_step --json "$out/rows_${r}_$round.json" 2>&1 | quiet > "$out/rows_${r}_$round.log"
   done
 done
-# TESTS=0 leaves the tests out (a short call: run z5 ran them with 64-row blocks forced).
+# TESTS=0 leaves the tests out (a short call: run z5 ran them with 64-row blocks forced); ROUNDS=1 one round of the A/B.
 [ "${TESTS:-1}" = 1 ] && WGTRAIN_POISON=1 timeout 150 .carry/wgtrain_tests \
   --gtest_filter='*Mixed*OnTheMatrixUnits*:MixedVariants.*' 2>&1 | quiet > "$out/mixed_tests.log"
 WGTRAIN_FORCE_FUSED_CE=-1,0,1,2,3,4 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 WGTRAIN_FORCE_Q4GSW_REQUANT=1,2 \
