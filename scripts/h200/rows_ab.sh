@@ -18,11 +18,12 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
       --only step_gemm,train_step --json "$out/rows_${r}_$round.json" 2>&1 | quiet > "$out/rows_${r}_$round.log"
   done
 done
-# TESTS=0 leaves the tests out (a short call: run z5 ran them with 64-row blocks forced); ROUNDS=1 one round of the A/B.
+# TESTS=0 leaves the tests out (a short call: run z5 ran them with 64-row blocks forced); ROUNDS=1 one round of the A/B;
+# FUSED=0 leaves fused_ce's forms out.
 [ "${TESTS:-1}" = 1 ] && WGTRAIN_POISON=1 timeout 150 .carry/wgtrain_tests \
   --gtest_filter='*Mixed*OnTheMatrixUnits*:MixedVariants.*' 2>&1 | quiet > "$out/mixed_tests.log"
 WGTRAIN_FORCE_FUSED_CE=-1,0,1,2,3,4 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 WGTRAIN_FORCE_Q4GSW_REQUANT=1,2 \
-  timeout 150 .carry/wgtrain bench --only copy,fused_ce,requant --json "$out/fused_ce.json" 2>&1 |
+  timeout 150 .carry/wgtrain bench --only "copy,requant$([ "${FUSED:-1}" = 1 ] && echo ,fused_ce)" --json "$out/fused_ce.json" 2>&1 |
   quiet > "$out/fused_ce.log"
 # The same requant rows with q4gsw/quantize as it was: the fast path's lines deleted, through a kernel override.
 ex=$(mktemp -d) && sed '/let r = x_in \* (1.0 \/ s_in);/,/^  }$/d' src/ops/q4gsw/quantize.wgsl > "$ex/q4gsw.quantize.wgsl"
