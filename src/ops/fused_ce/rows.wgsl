@@ -77,6 +77,11 @@ fn store_d(i: u32, v: T) { logits[i] = v; }
 fn store_d(i: u32, v: T) { dlogits[i] = v; }
 {{/IN_PLACE}}
 
+// dlogits at element j (of T) of a counted row.
+fn d_of(x: T, j: u32, row_max: f32, scale: f32, label: u32, inv_n: f32) -> T {
+  return exp(x - row_max) * scale - onehot(j, label) * inv_n;
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
@@ -123,16 +128,25 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let span = select(0u, p.vocab - s0, p.vocab > s0);
   let blocks = span / (UNROLL * WG);
   let tail0 = s0 + blocks * UNROLL * WG;
+  // A block's UNROLL loads are written out as x0..x3 (those past UNROLL compiled away), not kept in an array indexed
+  // in a loop: so that they stay in registers whether or not the GPU compiler unrolls Tint's loops.
   for (var b = 0u; b < blocks; b = b + 1u) {
     let j0 = base + s0 + b * (UNROLL * WG) + t;
-    var xb: array<T, UNROLL>;
-    var bm = m;
-    for (var u = 0u; u < UNROLL; u = u + 1u) {
-      xb[u] = logits[j0 + u * WG];
-      bm = max(bm, hmax(xb[u]));
+    let x0 = logits[j0];
+    var x1 = T();
+    var x2 = T();
+    var x3 = T();
+    if (UNROLL >= 2u) { x1 = logits[j0 + WG]; }
+    if (UNROLL == 4u) {
+      x2 = logits[j0 + 2u * WG];
+      x3 = logits[j0 + 3u * WG];
     }
-    var bs = 0.0;
-    for (var u = 0u; u < UNROLL; u = u + 1u) { bs = bs + hsum(exp(xb[u] - bm)); }
+    var bm = max(m, hmax(x0));
+    if (UNROLL >= 2u) { bm = max(bm, hmax(x1)); }
+    if (UNROLL == 4u) { bm = max(max(bm, hmax(x2)), hmax(x3)); }
+    var bs = hsum(exp(x0 - bm));
+    if (UNROLL >= 2u) { bs = bs + hsum(exp(x1 - bm)); }
+    if (UNROLL == 4u) { bs = (bs + hsum(exp(x2 - bm))) + hsum(exp(x3 - bm)); }
     s = s * exp(m - bm) + bs;
     m = bm;
   }
@@ -153,21 +167,30 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   if (CHUNKS > 0u) {
     for (var c = 0u; c < CHUNKS; c = c + 1u) {
       let j = t + c * WG;
-      if (j < p.vocab) { store_d(out_base + j, exp(xs[c] - row_max) * scale - onehot(j, u32(label)) * inv_n); }
+      if (j < p.vocab) { store_d(out_base + j, d_of(xs[c], j, row_max, scale, u32(label), inv_n)); }
     }
   }
   for (var j = tail0 + t; j < p.vocab; j = j + WG) {
     let x = logits[base + j];
-    store_d(out_base + j, exp(x - row_max) * scale - onehot(j, u32(label)) * inv_n);
+    store_d(out_base + j, d_of(x, j, row_max, scale, u32(label), inv_n));
   }
   for (var i = 0u; i < blocks; i = i + 1u) {
     let b = select(i, blocks - 1u - i, p.reverse != 0u);
     let j0 = s0 + b * (UNROLL * WG) + t;
-    var xb: array<T, UNROLL>;
-    for (var u = 0u; u < UNROLL; u = u + 1u) { xb[u] = logits[base + j0 + u * WG]; }
-    for (var u = 0u; u < UNROLL; u = u + 1u) {
-      let j = j0 + u * WG;
-      store_d(out_base + j, exp(xb[u] - row_max) * scale - onehot(j, u32(label)) * inv_n);
+    let x0 = logits[base + j0];
+    var x1 = T();
+    var x2 = T();
+    var x3 = T();
+    if (UNROLL >= 2u) { x1 = logits[base + j0 + WG]; }
+    if (UNROLL == 4u) {
+      x2 = logits[base + j0 + 2u * WG];
+      x3 = logits[base + j0 + 3u * WG];
+    }
+    store_d(out_base + j0, d_of(x0, j0, row_max, scale, u32(label), inv_n));
+    if (UNROLL >= 2u) { store_d(out_base + j0 + WG, d_of(x1, j0 + WG, row_max, scale, u32(label), inv_n)); }
+    if (UNROLL == 4u) {
+      store_d(out_base + j0 + 2u * WG, d_of(x2, j0 + 2u * WG, row_max, scale, u32(label), inv_n));
+      store_d(out_base + j0 + 3u * WG, d_of(x3, j0 + 3u * WG, row_max, scale, u32(label), inv_n));
     }
   }
   if (t == 0u) {
