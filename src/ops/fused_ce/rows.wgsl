@@ -77,6 +77,25 @@ fn store_d(i: u32, v: T) { logits[i] = v; }
 fn store_d(i: u32, v: T) { dlogits[i] = v; }
 {{/IN_PLACE}}
 
+// A streamed block's UNROLL loads at i, i + WG, ... (those past UNROLL are not made: x1..x3 stay zero), issued
+// together. Named fields, not an array indexed in a loop: they stay in registers whether or not the GPU compiler
+// unrolls Tint's loops.
+struct Block {
+  x0: T,
+  x1: T,
+  x2: T,
+  x3: T,
+}
+fn load_block(i: u32) -> Block {
+  var k = Block(logits[i], T(), T(), T());
+  if (UNROLL >= 2u) { k.x1 = logits[i + WG]; }
+  if (UNROLL == 4u) {
+    k.x2 = logits[i + 2u * WG];
+    k.x3 = logits[i + 3u * WG];
+  }
+  return k;
+}
+
 // dlogits at element j (of T) of a counted row.
 fn d_of(x: T, j: u32, row_max: f32, scale: f32, label: u32, inv_n: f32) -> T {
   return exp(x - row_max) * scale - onehot(j, label) * inv_n;
@@ -128,25 +147,14 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let span = select(0u, p.vocab - s0, p.vocab > s0);
   let blocks = span / (UNROLL * WG);
   let tail0 = s0 + blocks * UNROLL * WG;
-  // A block's UNROLL loads are written out as x0..x3 (those past UNROLL compiled away), not kept in an array indexed
-  // in a loop: so that they stay in registers whether or not the GPU compiler unrolls Tint's loops.
   for (var b = 0u; b < blocks; b = b + 1u) {
-    let j0 = base + s0 + b * (UNROLL * WG) + t;
-    let x0 = logits[j0];
-    var x1 = T();
-    var x2 = T();
-    var x3 = T();
-    if (UNROLL >= 2u) { x1 = logits[j0 + WG]; }
-    if (UNROLL == 4u) {
-      x2 = logits[j0 + 2u * WG];
-      x3 = logits[j0 + 3u * WG];
-    }
-    var bm = max(m, hmax(x0));
-    if (UNROLL >= 2u) { bm = max(bm, hmax(x1)); }
-    if (UNROLL == 4u) { bm = max(max(bm, hmax(x2)), hmax(x3)); }
-    var bs = hsum(exp(x0 - bm));
-    if (UNROLL >= 2u) { bs = bs + hsum(exp(x1 - bm)); }
-    if (UNROLL == 4u) { bs = (bs + hsum(exp(x2 - bm))) + hsum(exp(x3 - bm)); }
+    let x = load_block(base + s0 + b * (UNROLL * WG) + t);
+    var bm = max(m, hmax(x.x0));
+    if (UNROLL >= 2u) { bm = max(bm, hmax(x.x1)); }
+    if (UNROLL == 4u) { bm = max(max(bm, hmax(x.x2)), hmax(x.x3)); }
+    var bs = hsum(exp(x.x0 - bm));
+    if (UNROLL >= 2u) { bs = bs + hsum(exp(x.x1 - bm)); }
+    if (UNROLL == 4u) { bs = (bs + hsum(exp(x.x2 - bm))) + hsum(exp(x.x3 - bm)); }
     s = s * exp(m - bm) + bs;
     m = bm;
   }
@@ -177,20 +185,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var i = 0u; i < blocks; i = i + 1u) {
     let b = select(i, blocks - 1u - i, p.reverse != 0u);
     let j0 = s0 + b * (UNROLL * WG) + t;
-    let x0 = logits[base + j0];
-    var x1 = T();
-    var x2 = T();
-    var x3 = T();
-    if (UNROLL >= 2u) { x1 = logits[base + j0 + WG]; }
+    let x = load_block(base + j0);
+    store_d(out_base + j0, d_of(x.x0, j0, row_max, scale, u32(label), inv_n));
+    if (UNROLL >= 2u) { store_d(out_base + j0 + WG, d_of(x.x1, j0 + WG, row_max, scale, u32(label), inv_n)); }
     if (UNROLL == 4u) {
-      x2 = logits[base + j0 + 2u * WG];
-      x3 = logits[base + j0 + 3u * WG];
-    }
-    store_d(out_base + j0, d_of(x0, j0, row_max, scale, u32(label), inv_n));
-    if (UNROLL >= 2u) { store_d(out_base + j0 + WG, d_of(x1, j0 + WG, row_max, scale, u32(label), inv_n)); }
-    if (UNROLL == 4u) {
-      store_d(out_base + j0 + 2u * WG, d_of(x2, j0 + 2u * WG, row_max, scale, u32(label), inv_n));
-      store_d(out_base + j0 + 3u * WG, d_of(x3, j0 + 3u * WG, row_max, scale, u32(label), inv_n));
+      store_d(out_base + j0 + 2u * WG, d_of(x.x2, j0 + 2u * WG, row_max, scale, u32(label), inv_n));
+      store_d(out_base + j0 + 3u * WG, d_of(x.x3, j0 + 3u * WG, row_max, scale, u32(label), inv_n));
     }
   }
   if (t == 0u) {
