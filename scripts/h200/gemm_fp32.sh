@@ -15,7 +15,7 @@ quiet() { grep -v "^Warning\|^    at"; }
 # The table's size, from the bench's header line ("entry 0 of N").
 count=$(WGTRAIN_FORCE_GEMM=0 timeout 30 .carry/wgtrain bench --only no-such-row 2>&1 | grep -o "entry 0 of [0-9]*" | grep -o "[0-9]*$")
 echo "tiling entries: ${count:?the bench printed no tiling count}"
-# `--only mm` runs the mm rows and step_gemm (its name holds "mm" too). Entries left after 160 s are
+# `--only mm` runs the mm rows and step_gemm (its name holds "mm" too). Entries left after BENCH_S seconds are
 # skipped (said so), so that the tests and the table still come within the call.
 for n in $(seq 0 $((count - 1))); do
   if [ "$SECONDS" -gt "${BENCH_S:-160}" ]; then echo "entry $n and later skipped: out of time"; break; fi
