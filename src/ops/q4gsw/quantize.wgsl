@@ -10,11 +10,11 @@
 
 // Most quotients are nowhere near a tie, and for them the exact test is wasted work (about 30 operations an
 // element in this source where the guess takes under 10, in a kernel meant to be bound by memory). So quantize
-// first takes r = x (1 / s): within 3 ulp of x / s (1 / s within WGSL's 2.5, the product 0.5), so less than 2^-17 from it at
-// |r| <= 16, where |s| is in [2^-100, 2^100] (1 / s is then normal, and an x small enough to be flushed to zero
-// gives code 8 either way). It keeps floor(r + 1/2), the nearest integer, where r is more than 2^-10 from a tie, or
-// past 16 (the clamp decides there). Only the rest, NaN and infinity included, take the exact test. The codes are
-// the same bit for bit.
+// first takes r = x (1 / s): within 3 ulp of x / s (1 / s within WGSL's 2.5, the product 0.5), so less than 2^-17
+// from it at |r| <= 16, where |s| is in [2^-100, 2^100] (1 / s is then normal, and an x small enough to be flushed
+// to zero gives code 8 either way). It keeps floor(r + 1/2), the nearest integer, where r is more than 2^-10 from a
+// tie, or past 16 (the clamp decides there). Only the rest, NaN and infinity included, take the exact test. The
+// codes are the same bit for bit.
 
 // -1, 0 or 1: the sign of 2x - m s.
 fn twice_past(x: f32, s: f32, m: f32) -> i32 {
