@@ -34,3 +34,19 @@ uint quantize(float x_in, float s_in) {
   }
   return uint(int(clamp(q, -8.0, 7.0)) + 8);
 }
+
+// The codes of four weights of one scale in nibbles 0..3 (padding comes in as zeros): quantize4 of quantize.wgsl,
+// which says why.
+uint quantize4(vec4 x, float s) {
+  const vec4 r = x * (1.0 / s);
+  const vec4 f = floor(r + 0.5);
+  const float a = abs(s);
+  const bvec4 near = lessThan(abs(r - f), vec4(0.4990234375));
+  const uvec4 past = uvec4(greaterThan(abs(r), vec4(16.0))) & uvec4(lessThan(abs(r), vec4(1.2676506002282294e30)));
+  uvec4 c;
+  if (a >= 7.888609052210118e-31 && a <= 1.2676506002282294e30 && all(bvec4(uvec4(near) | past)))
+    c = uvec4(ivec4(clamp(f, -8.0, 7.0)) + 8);
+  else
+    c = uvec4(quantize(x.x, s), quantize(x.y, s), quantize(x.z, s), quantize(x.w, s));
+  return c.x | (c.y << 4u) | (c.z << 8u) | (c.w << 12u);
+}

@@ -97,8 +97,5 @@ void main() {
 #if !RECOMPUTE
   const float s = scales[g * p.rows + n];
 #endif
-  const float xs[8] = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
-  uint word = 0u;
-  for (uint j = 0u; j < 8u; ++j) word |= (w * 8u + j < p.k ? quantize(xs[j], s) : 8u) << (4u * j);
-  codes[n * p.words + w] = word;
+  codes[n * p.words + w] = quantize4(lo, s) | (quantize4(hi, s) << 16u);  // lanes past K: zeros, code 8
 }

@@ -4,8 +4,8 @@
 // max |x| / 7, is found first (each thread's max over its 8, then over the group's TPG through workgroup memory),
 // written, and used: the latent is read once, where requant.wgsl after scales.wgsl read it twice (scales.wgsl with
 // one thread reading a whole group: 32 threads' loads 4 KiB apart). Without it the scale is read.
-// code = clamp(round_half_even(x / s), -8, 7) + 8; code 8 where s == 0 and for padding (k >= K); the rounding as
-// requant.wgsl decides it (the shared q4gsw/quantize), so both give the same codes bit for bit.
+// code = clamp(round_half_even(x / s), -8, 7) + 8; code 8 where s == 0 and for padding (k >= K, loaded as zeros);
+// the rounding as requant.wgsl decides it (the shared q4gsw/quantize), so both give the same codes bit for bit.
 //
 // @variant RECOMPUTE {true|false} the scales computed from the latent (and written) rather than read
 // @variant VEC4 {true|false} the latent read as vec4s: K and its offset multiples of 4
@@ -122,14 +122,5 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 {{^RECOMPUTE}}
   let s = scales[g * p.rows + n];
 {{/RECOMPUTE}}
-  let xs = array<f32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
-  var word = 0u;
-  for (var j = 0u; j < 8u; j = j + 1u) {
-    var code = 8u;
-    if (w * 8u + j < p.k) {
-      code = quantize(xs[j], s);
-    }
-    word = word | (code << (4u * j));
-  }
-  codes[n * p.words + w] = word;
+  codes[n * p.words + w] = quantize4(lo, s) | (quantize4(hi, s) << 16u);  // lanes past K: zeros, code 8
 }
