@@ -294,7 +294,7 @@ void requant_scales_of_every_magnitude() {
   // elsewhere: scales inside, on and past both ends (negative ones too), each row's latents their multiples from
   // -10 to 10, exact ties (q + 1/2) s (s a power of two) and the floats beside them, near 8.5 where the clamp meets.
   const std::vector<double> mags = {0x1p-120, 0x1p-101, 0x1p-100, 0x1p-99, 0.75,
-                                    1.0,      0x1p99,   0x1p100,  0x1p101, 0x1p110};
+                                    1.0,      0x1p99,   0x1p100,  0x1p101, 0x1p110, 0x1p124};
   const int64_t n = static_cast<int64_t>(mags.size()) * 2, k = 64, g = 64;
   std::vector<float> scales(static_cast<size_t>(n));
   ref::HostTensor latent({n, k});

@@ -23,6 +23,14 @@ uint quantize(float x_in, float s_in) {
     x = -x;
     s = -s;
   }
+  // s into [2^-64, 2^64], exactly (quantize.wgsl says why: overflow, and differences a GPU flushes to zero).
+  if (s < 5.421010862427522e-20) {
+    x *= 1.8446744073709552e19;
+    s *= 1.8446744073709552e19;
+  } else if (s > 1.8446744073709552e19) {
+    x *= 5.421010862427522e-20;
+    s *= 5.421010862427522e-20;
+  }
   float q = clamp(round(x / s), -9.0, 8.0);
   const bool odd = (int(q) & 1) != 0;
   const int above = twice_past(x, s, 2.0 * q + 1.0);

@@ -42,6 +42,16 @@ fn quantize(x_in: f32, s_in: f32) -> u32 {
     x = -x;
     s = -s;
   }
+  // Bring s within [2^-64, 2^64] by a power of two (exact for normal x and s; an x pushed past the float range keeps
+  // its sign, and its code clamps either way). Far out, m s can overflow, and 2x - m s can be below the smallest
+  // normal float, which a GPU may flush to zero (NVIDIA's do): a near-tie then reads as a tie.
+  if (s < 0x1p-64f) {
+    x = x * 0x1p64f;
+    s = s * 0x1p64f;
+  } else if (s > 0x1p64f) {
+    x = x * 0x1p-64f;
+    s = s * 0x1p-64f;
+  }
   var q = clamp(round(x / s), -9.0, 8.0);
   let odd = (i32(q) & 1) != 0;
   let above = twice_past(x, s, 2.0 * q + 1.0);  // > 0: x / s is past q + 1/2
