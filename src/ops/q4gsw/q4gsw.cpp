@@ -241,7 +241,10 @@ void q4gsw_requant(const Tensor& latent_in, Q4Weight& w, bool recompute_scales) 
   // One pass (requant_groups.wgsl) where a group's words fit the 256 threads of a workgroup.
   const int64_t tpg = w.group_size / 8;
   const bool groups_fit = tpg >= 1 && tpg <= 256 && w.group_size % 8 == 0;
-  if ((q4gsw_requant_force == kRequantGroups || q4gsw_requant_force == kRequantStaged) && !groups_fit)
+  if (q4gsw_requant_force < kRequantChoice || q4gsw_requant_force > kRequantGroups)
+    throw ArgumentError("q4gsw_requant: no form " + std::to_string(q4gsw_requant_force) +
+                        " to force (WGTRAIN_FORCE_Q4GSW_REQUANT: -1, 0 or 1)");
+  if (q4gsw_requant_force == kRequantGroups && !groups_fit)
     throw UnsupportedError("q4gsw_requant: group size " + std::to_string(w.group_size) +
                            " does not fit the one-pass kernel (at most 2048, a multiple of 8)");
   if (q4gsw_requant_force != kRequantOld && groups_fit) {
@@ -250,11 +253,7 @@ void q4gsw_requant(const Tensor& latent_in, Q4Weight& w, bool recompute_scales) 
     GroupsParams gp{u32(n, "N"),      u32(k, "K"),       u32(w.codes.size(1), "words"), u32(w.group_size, "group size"),
                     u32(latent.offset(), "offset"), u32(groups, "groups"), static_cast<uint32_t>(tpg),
                     static_cast<uint32_t>(gpw)};
-    // STAGED (forced only, kRequantStaged): the workgroup's words are one run of the latent where K is a multiple
-    // of the group size.
-    const bool staged = q4gsw_requant_force == kRequantStaged && vec4 && k % w.group_size == 0;
     const auto& pipe = dev.pipeline("q4gsw/requant_groups", {{"RECOMPUTE", recompute_scales ? "true" : "false"},
-                                                             {"STAGED", staged ? "true" : "false"},
                                                              {"VEC4", vec4 ? "true" : "false"}});
     const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n * groups) + gpw - 1) / gpw);
     dev.dispatch({"q4gsw_requant", &pipe, &gp, sizeof gp,

@@ -6,9 +6,8 @@ namespace wgtrain::ops::detail {
 
 // kRequantChoice (the default): requant_groups.wgsl (one pass, the scales found in it) where a group fits a
 // workgroup (group_size <= 2048); kRequantOld: requant.wgsl, after scales.wgsl when the scales are recomputed;
-// kRequantGroups: requant_groups.wgsl (an error where it cannot run); kRequantStaged: the same with the latent
-// loaded through workgroup memory (STAGED) where K is a multiple of 4 and of the group size.
-constexpr int kRequantChoice = -1, kRequantOld = 0, kRequantGroups = 1, kRequantStaged = 2;
+// kRequantGroups: requant_groups.wgsl (an error where it cannot run).
+constexpr int kRequantChoice = -1, kRequantOld = 0, kRequantGroups = 1;
 extern int q4gsw_requant_force;
 
 }  // namespace wgtrain::ops::detail

@@ -201,7 +201,7 @@ class Q4Requant : public ::testing::TestWithParam<std::string> {};
 template <class Fn>
 void each_requant_form(const Fn& fn) {
   namespace od = ops::detail;
-  for (int form : {od::kRequantOld, od::kRequantGroups, od::kRequantStaged, od::kRequantChoice}) {
+  for (int form : {od::kRequantOld, od::kRequantGroups, od::kRequantChoice}) {
     SCOPED_TRACE("requant form " + std::to_string(form));
     od::q4gsw_requant_force = form;
     try {

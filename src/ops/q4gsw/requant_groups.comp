@@ -2,8 +2,7 @@
 // group_size / 8 neighbouring threads a group, one code word each; with RECOMPUTE the group's scale max |x| / 7 is
 // found through workgroup memory, written and used, else read. The parameters, bindings and grid are the WGSL
 // kernel's, so that q4gsw.cpp drives both. Variants (requant_groups.variants): RECOMPUTE 0/1, VEC 1/4 (the latent
-// read as vec4s: K and its offset multiples of 4), STAGED 0/1 (with VEC 4: the workgroup's run of the latent loaded
-// through shared memory, as the .wgsl's STAGED).
+// read as vec4s: K and its offset multiples of 4).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -12,9 +11,6 @@
 #endif
 #ifndef VEC
 #define VEC 1
-#endif
-#ifndef STAGED
-#define STAGED 0
 #endif
 #define WG 256u
 layout(local_size_x = 256) in;
@@ -50,9 +46,6 @@ layout(std430, binding = 1) readonly buffer Scales { float scales[]; };
 layout(std430, binding = 2) buffer Codes { uint codes[]; };
 
 shared float group_max[WG];
-#if STAGED
-shared vec4 stage[512];
-#endif
 
 #include "q4gsw/quantize.glsl"
 
@@ -64,25 +57,10 @@ void main() {
   const uint w = g * p.tpg + lane;
   const bool live = lg < p.gpw && n < p.rows && w < p.words;
   vec4 lo = vec4(0.0), hi = vec4(0.0);
-#if STAGED
-  const uint wgi = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-  const uint first = p.latent_off / 4u + wgi * p.gpw * p.tpg * 2u;
-  const uint count = min(p.gpw * p.tpg, p.rows * p.words - min(p.rows * p.words, wgi * p.gpw * p.tpg)) * 2u;
-  for (uint j = 0u; j < 2u; ++j) {
-    const uint v = t + j * WG;
-    if (v < count) stage[v] = latent[first + v];
-  }
-  barrier();
-  if (live) {
-    lo = stage[2u * t];
-    hi = stage[2u * t + 1u];
-  }
-#else
   if (live) {
     lo = load4(n, w * 8u);
     hi = load4(n, w * 8u + 4u);
   }
-#endif
 #if RECOMPUTE
   const vec4 a = max(abs(lo), abs(hi));
   group_max[t] = max(max(a.x, a.y), max(a.z, a.w));

@@ -9,9 +9,6 @@
 //
 // @variant RECOMPUTE {true|false} the scales computed from the latent (and written) rather than read
 // @variant VEC4 {true|false} the latent read as vec4s: K and its offset multiples of 4
-// @variant STAGED {true|false} (VEC4, K a multiple of the group size, so that a workgroup's words are one run of
-//   the latent) the run loaded through workgroup memory, each load instruction of a warp 512 neighbouring bytes:
-//   a thread's own two vec4s, 32 bytes apart, use half of each sector a warp's instruction touches
 
 const WG: u32 = 256u;
 
@@ -58,9 +55,6 @@ fn load4(n: u32, k0: u32) -> vec4<f32> {
 @group(0) @binding(3) var<storage, read_write> codes: array<u32>;
 
 var<workgroup> group_max: array<f32, WG>;
-{{#STAGED}}
-var<workgroup> stage: array<vec4<f32>, 512>;  // the workgroup's gpw tpg words, 2 vec4s each
-{{/STAGED}}
 
 {{>q4gsw/quantize}}
 
@@ -77,30 +71,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let live = lg < p.gpw && n < p.rows && w < p.words;
   var lo = vec4<f32>(0.0);
   var hi = vec4<f32>(0.0);
-{{#STAGED}}
-  // The workgroup's words are words wg gpw tpg .. of the latent, one run (K % group_size == 0): vec4s t and
-  // 256 + t of its 2 gpw tpg, then the thread's own two from workgroup memory.
-  let wgi = wid.x + wid.y * nwg.x;
-  let first = p.latent_off / 4u + wgi * p.gpw * p.tpg * 2u;
-  let count = min(p.gpw * p.tpg, p.rows * p.words - min(p.rows * p.words, wgi * p.gpw * p.tpg)) * 2u;
-  for (var j = 0u; j < 2u; j = j + 1u) {
-    let v = t + j * WG;
-    if (v < count) {
-      stage[v] = latent[first + v];
-    }
-  }
-  workgroupBarrier();
-  if (live) {
-    lo = stage[2u * t];
-    hi = stage[2u * t + 1u];
-  }
-{{/STAGED}}
-{{^STAGED}}
   if (live) {
     lo = load4(n, w * 8u);
     hi = load4(n, w * 8u + 4u);
   }
-{{/STAGED}}
 {{#RECOMPUTE}}
   let a = max(abs(lo), abs(hi));
   group_max[t] = max(max(a.x, a.y), max(a.z, a.w));
