@@ -9,15 +9,8 @@ int twice_past(float x, float s, float m) {
   return d > b ? 1 : (d < b ? -1 : 0);
 }
 
-uint quantize(float x_in, float s_in) {
+uint quantize_exact(float x_in, float s_in) {
   if (s_in == 0.0) return 8u;
-  const float r = x_in * (1.0 / s_in);
-  const float f = floor(r + 0.5);
-  const float a = abs(s_in);
-  // 2^-100, 2^100 and 1/2 - 2^-10 (GLSL has no hexadecimal floats).
-  if (a >= 7.888609052210118e-31 && a <= 1.2676506002282294e30 &&
-      (abs(r - f) < 0.4990234375 || (abs(r) > 16.0 && abs(r) < 1.2676506002282294e30)))
-    return uint(int(clamp(f, -8.0, 7.0)) + 8);
   float x = x_in, s = s_in;
   if (s < 0.0) {
     x = -x;
@@ -43,6 +36,17 @@ uint quantize(float x_in, float s_in) {
   return uint(int(clamp(q, -8.0, 7.0)) + 8);
 }
 
+uint quantize(float x, float s) {
+  const float r = x * (1.0 / s);
+  const float f = floor(r + 0.5);
+  const float a = abs(s);
+  // 2^-100, 2^100 and 1/2 - 2^-10 (GLSL has no hexadecimal floats).
+  if (a >= 7.888609052210118e-31 && a <= 1.2676506002282294e30 &&
+      (abs(r - f) < 0.4990234375 || (abs(r) > 16.0 && abs(r) < 1.2676506002282294e30)))
+    return uint(int(clamp(f, -8.0, 7.0)) + 8);
+  return quantize_exact(x, s);
+}
+
 // The codes of four weights of one scale in nibbles 0..3 (padding comes in as zeros): quantize4 of quantize.wgsl,
 // which says why.
 uint quantize4(vec4 x, float s) {
@@ -55,6 +59,6 @@ uint quantize4(vec4 x, float s) {
   if (a >= 7.888609052210118e-31 && a <= 1.2676506002282294e30 && all(bvec4(uvec4(near) | past)))
     c = uvec4(ivec4(clamp(f, -8.0, 7.0)) + 8);
   else
-    c = uvec4(quantize(x.x, s), quantize(x.y, s), quantize(x.z, s), quantize(x.w, s));
+    c = uvec4(quantize_exact(x.x, s), quantize_exact(x.y, s), quantize_exact(x.z, s), quantize_exact(x.w, s));
   return c.x | (c.y << 4u) | (c.z << 8u) | (c.w << 12u);
 }

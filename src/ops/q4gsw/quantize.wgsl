@@ -1,9 +1,9 @@
 // q4gsw's rounding (included as q4gsw/quantize by requant.wgsl and requant_groups.wgsl; quantize.glsl is its GLSL
 // twin): code = clamp(round_half_even(x / s), -8, 7) + 8, code 8 where s == 0. quantize takes one weight, quantize4
-// four that share a scale. The quotient is only a guess; the
-// rounding is decided by the sign of 2x - m s with m = 2q +- 1, computed exactly without an fma. (An fma would give
-// it with one rounding, but WGSL and SPIR-V let a driver split it into a product and a sum, and Mesa's llvmpipe and
-// lavapipe do: near-ties then went the wrong way, test Q4Requant.NearTiesRoundAsTheExactQuotient.)
+// four that share a scale; both leave what the guess below cannot decide to quantize_exact. There the quotient is
+// only a guess; the rounding is decided by the sign of 2x - m s with m = 2q +- 1, computed exactly without an fma.
+// (An fma would give it with one rounding, but WGSL and SPIR-V let a driver split it into a product and a sum, and
+// Mesa's llvmpipe and lavapipe do: near-ties then went the wrong way, test Q4Requant.NearTiesRoundAsTheExactQuotient.)
 // Exactly: |m| <= 19 has at most 5 significant bits, so with s = s_hi + s_lo (s_hi: s without its 5 lowest
 // mantissa bits) both m s_hi and m s_lo are exact floats. Where 2x is within a factor 2 of m s_hi (any near-tie),
 // d = 2x - m s_hi is exact (Sterbenz) and d - m s_lo is the sign's exact witness; elsewhere |d| is far above
@@ -25,15 +25,9 @@ fn twice_past(x: f32, s: f32, m: f32) -> i32 {
   return select(select(0, -1, d < b), 1, d > b);
 }
 
-fn quantize(x_in: f32, s_in: f32) -> u32 {
+fn quantize_exact(x_in: f32, s_in: f32) -> u32 {
   if (s_in == 0.0) {
     return 8u;
-  }
-  let r = x_in * (1.0 / s_in);
-  let f = floor(r + 0.5);
-  let a = abs(s_in);
-  if (a >= 0x1p-100f && a <= 0x1p100f && (abs(r - f) < 0.5 - 0x1p-10f || (abs(r) > 16.0 && abs(r) < 0x1p100f))) {
-    return u32(i32(clamp(f, -8.0, 7.0)) + 8);
   }
   // x / s == (-x) / (-s): work with s > 0 so that the comparisons below read one way.
   var x = x_in;
@@ -66,12 +60,21 @@ fn quantize(x_in: f32, s_in: f32) -> u32 {
   return u32(i32(clamp(q, -8.0, 7.0)) + 8);
 }
 
+fn quantize(x: f32, s: f32) -> u32 {
+  let r = x * (1.0 / s);
+  let f = floor(r + 0.5);
+  let a = abs(s);
+  if (a >= 0x1p-100f && a <= 0x1p100f && (abs(r - f) < 0.5 - 0x1p-10f || (abs(r) > 16.0 && abs(r) < 0x1p100f))) {
+    return u32(i32(clamp(f, -8.0, 7.0)) + 8);
+  }
+  return quantize_exact(x, s);
+}
+
 // The codes of four weights of one scale in nibbles 0..3. (Padding past K comes in as zeros: code 8 for any scale
-// but NaN, whose group dequantises to NaN whatever its codes.) The guess
-// as quantize's, for the four at once with one reciprocal and no branch a lane; if any lane needs the exact test
-// (rare: a near-tie, an extreme scale, s == 0) all four go through quantize, which gives the guessed lanes the same
-// codes. One call a vec4 rather than a loop over an array of the eight: an array indexed in a loop the driver does
-// not unroll is kept in local memory.
+// but NaN, whose group dequantises to NaN whatever its codes.) The guess as quantize's, for the four at once with
+// one reciprocal and no branch a lane; if any lane needs the exact test (rare: a near-tie, an extreme scale,
+// s == 0) all four take it, which gives the guessed lanes the same codes. One call a vec4 rather than a loop over
+// an array of the eight: an array indexed in a loop the driver does not unroll is kept in local memory.
 fn quantize4(x: vec4<f32>, s: f32) -> u32 {
   let r = x * (1.0 / s);
   let f = floor(r + 0.5);
@@ -82,7 +85,7 @@ fn quantize4(x: vec4<f32>, s: f32) -> u32 {
   if (a >= 0x1p-100f && a <= 0x1p100f && all(guessed)) {
     c = vec4<u32>(vec4<i32>(clamp(f, vec4<f32>(-8.0), vec4<f32>(7.0))) + vec4<i32>(8));
   } else {
-    c = vec4<u32>(quantize(x.x, s), quantize(x.y, s), quantize(x.z, s), quantize(x.w, s));
+    c = vec4<u32>(quantize_exact(x.x, s), quantize_exact(x.y, s), quantize_exact(x.z, s), quantize_exact(x.w, s));
   }
   return c.x | (c.y << 4u) | (c.z << 8u) | (c.w << 12u);
 }
