@@ -16,11 +16,14 @@ namespace wgtrain::ops {
 namespace detail {
 int fused_ce_force = kFusedCeChoice;
 int fused_ce_force_wg = 0;
+uint32_t fused_ce_spin = kFusedCeSpin;
 }  // namespace detail
 
 using namespace detail;
 
 namespace {
+
+constexpr int64_t kMaxSplitParts = 64;  // split.wgsl's MAX_PARTS
 
 struct alignas(16) CountParams {
   uint32_t rows, labels_off, host_count;
@@ -28,6 +31,9 @@ struct alignas(16) CountParams {
 };
 struct alignas(16) RowParams {
   uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, reverse, pad1;
+};
+struct alignas(16) SplitParams {
+  uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, parts, spin;
 };
 struct alignas(16) FinishParams {
   uint32_t rows, loss_off, pad0, pad1;
@@ -69,6 +75,7 @@ const wgtrain::detail::KernelDefs& rows_variant(int64_t wg, bool vec4, bool in_p
 struct RowSplit {
   int chunks, unroll;
   bool reverse;
+  bool split = false;  // split.wgsl: the row over several workgroups, each holding `chunks` a thread
 };
 // The choice for a row that does not fit: on WebGPU 8 held a thread (run z6, H100, V = 128256 at 1024 threads:
 // 72.0% of the copy rate, every streamed form 65.6-65.8%; holding 8 rather than 4 reads a quarter of the row once
@@ -83,6 +90,8 @@ RowSplit row_split(int64_t n, int64_t wg, bool native) {
     case kFusedCeStreamReverse: return {0, 4, true};
     case kFusedCeHold8: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 4, true};
     case kFusedCeHold8Unroll2: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 2, true};
+    case kFusedCeSplit: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 1, false, true};
+    case kFusedCeSplit2: return n <= 2 * wg ? RowSplit{fit, 1, false} : RowSplit{2, 1, false, true};
     default: throw Error("fused_ce: no rows kernel form " + std::to_string(fused_ce_force));
   }
 }
@@ -139,16 +148,35 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
   if (fused_ce_force_wg != 0 && fused_ce_force_wg != 256 && (fused_ce_force_wg != 1024 || !wide))
     throw UnsupportedError("fused_ce: " + std::to_string(fused_ce_force_wg) + " threads a row is not available here");
   const int64_t wg = fused_ce_force_wg ? fused_ce_force_wg : wide ? 1024 : 256;
-  const RowSplit split = row_split(vocab / unit, wg, dev.native());
-  rp.reverse = split.reverse ? 1 : 0;
-  const auto& rows_pipe =
-      dev.pipeline("fused_ce/rows", rows_variant(wg, vec4, in_place, split.chunks, split.unroll));
-  const auto [gx, gy] = dev.grid(static_cast<uint64_t>(rows));
+  RowSplit split = row_split(vocab / unit, wg, dev.native());
+  const int64_t parts = split.split ? (vocab / unit + split.chunks * wg - 1) / (split.chunks * wg) : 1;
+  // split.wgsl writes out of place only (its comment says why), and gathers at most 64 parts a row (V up to
+  // 64 * 8 * 1024 * 4 at 1024 threads and vec4 rows): otherwise the row holds 8 a thread and streams the rest.
+  if (split.split && (in_place || parts > kMaxSplitParts)) split = RowSplit{8, 4, true};
+  const auto [gx, gy] = dev.grid(static_cast<uint64_t>(rows * (split.split ? parts : 1)));
   std::vector<wgtrain::detail::Binding> bindings = {{x.storage()->buffer},       {y.storage()->buffer},
-                                   {stats.storage()->buffer},   {row_loss.storage()->buffer},
-                                   {dev.index_error_buffer()}};
-  if (!in_place) bindings.push_back({out.dlogits.storage()->buffer});
-  dev.dispatch({"fused_ce", &rows_pipe, &rp, sizeof rp, bindings, gx, gy, 1});
+                                                    {stats.storage()->buffer},   {row_loss.storage()->buffer},
+                                                    {dev.index_error_buffer()}};
+  if (split.split) {
+    SplitParams sp{rp.rows, rp.vocab, rp.logits_off, rp.labels_off, rp.out_off, rp.index_bit,
+                   u32(parts, "parts"), static_cast<uint32_t>(fused_ce_spin)};
+    u32(rows * parts, "workgroups");
+    // The board split.wgsl exchanges the parts' statistics on: zeroed for every dispatch (a recorded step's too).
+    Tensor board = new_tensor(dev, {1 + 2 * rows * parts}, DType::I32);
+    fill_(board, 0);
+    bindings.push_back({board.storage()->buffer});
+    bindings.push_back({out.dlogits.storage()->buffer});
+    const wgtrain::detail::KernelDefs defs = {{"CHUNKS", std::to_string(split.chunks)},
+                                              {"VEC4", vec4 ? "true" : "false"},
+                                              {"WG", std::to_string(wg)}};
+    dev.dispatch({"fused_ce (split rows)", &dev.pipeline("fused_ce/split", defs), &sp, sizeof sp, bindings, gx, gy,
+                  1});
+  } else {
+    rp.reverse = split.reverse ? 1 : 0;
+    const auto& rows_pipe = dev.pipeline("fused_ce/rows", rows_variant(wg, vec4, in_place, split.chunks, split.unroll));
+    if (!in_place) bindings.push_back({out.dlogits.storage()->buffer});
+    dev.dispatch({"fused_ce", &rows_pipe, &rp, sizeof rp, bindings, gx, gy, 1});
+  }
 
   FinishParams fp{u32(rows, "rows"), u32(out.loss.offset(), "offset"), 0, 0};
   dev.dispatch({"fused_ce (loss)", &dev.pipeline("fused_ce/finish", {}), &fp, sizeof fp,

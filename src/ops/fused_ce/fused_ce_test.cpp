@@ -208,7 +208,84 @@ TEST_P(FusedCeOn, EveryRowsKernelForm) {
   test::with_backend(GetParam(), [](auto b) { every_rows_form<decltype(b)>(); });
 }
 
+// Rows cut over several workgroups (split.wgsl, out of place): parts that end inside the row and at its end, labels
+// in the first, a middle and the last part, an ignored row, logits of magnitude 1e4 (so that the parts' maxima
+// differ by far more than exp's range), against the float64 reference (dlogits poisoned first). Then the same inputs
+// with every part not yet published read from memory at once (spin 0), whose every bit must match the default's:
+// who computes a part's statistics must not change the result. In place the same forms run rows.wgsl.
+template <class B>
+void split_rows() {
+  namespace od = ops::detail;
+  // Parts of SPAN = CHUNKS * wg elements (of T). kFusedCeSplit2 at 256 threads: SPAN 512; 6544 = 4 x (3 x 512 + 100)
+  // is 4 vec4 parts, 1337 three scalar parts, 131036 = 4 x (63 x 512 + 503) 64 vec4 parts (the most split.wgsl
+  // gathers), 33001 65 scalar parts (more: held and streamed instead); at 1024 threads 16412 three vec4 parts.
+  // kFusedCeSplit: 36768 five vec4 parts at 256 threads (SPAN 2048), 65936 three at 1024 (SPAN 8192), 8969 two
+  // scalar parts at 1024.
+  struct Shape {
+    int form, wg;
+    int64_t rows, vocab;
+    double magnitude;
+  };
+  const std::vector<Shape> shapes = {
+      {od::kFusedCeSplit2, 256, 7, 6544, 8},    {od::kFusedCeSplit2, 256, 5, 1337, 1e4},
+      {od::kFusedCeSplit2, 256, 3, 131036, 6},   {od::kFusedCeSplit2, 256, 3, 33001, 6},
+      {od::kFusedCeSplit2, 1024, 4, 16412, 8},  {od::kFusedCeSplit, 256, 3, 36768, 8},
+      {od::kFusedCeSplit, 1024, 3, 65936, 1e4}, {od::kFusedCeSplit, 1024, 3, 8969, 8},
+  };
+  for (const auto& sh : shapes) {
+    SCOPED_TRACE("form " + std::to_string(sh.form) + " wg " + std::to_string(sh.wg) + " " + std::to_string(sh.rows) +
+                 "x" + std::to_string(sh.vocab));
+    const auto x = random_host({sh.rows, sh.vocab}, -sh.magnitude, sh.magnitude);
+    auto labels = random_labels(sh.rows, sh.vocab, 0.0);
+    labels[0] = static_cast<int>(sh.vocab) - 1;  // the last part
+    labels[1] = -100;                            // an ignored row
+    labels[2] = static_cast<int>(sh.vocab / 2);  // a middle part
+    const auto want = ref::cross_entropy(x, labels);
+    const auto lt = B::upload_i32({sh.rows}, as_i32(labels));
+    ForceRows force(sh.form, sh.wg);
+    try {
+      std::vector<std::vector<float>> runs;  // dlogits, loss; for each spin
+      for (uint32_t spin : {od::kFusedCeSpin, 0u}) {
+        od::fused_ce_spin = spin;
+        const auto ce = B::fused_ce(B::upload(x), lt);
+        runs.push_back(ce.dlogits.to_host_f32());
+        runs.push_back(ce.loss.to_host_f32());
+        check(ce, x, want);
+      }
+      od::fused_ce_spin = od::kFusedCeSpin;
+      EXPECT_EQ(runs[0], runs[2]) << "dlogits depend on who computed a part";
+      EXPECT_EQ(runs[1], runs[3]) << "the loss depends on who computed a part";
+      const auto logits = B::upload(x);
+      check(B::fused_ce(logits, lt, std::nullopt, true), x, want);
+    } catch (const UnsupportedError&) {
+      od::fused_ce_spin = od::kFusedCeSpin;
+      ASSERT_EQ(sh.wg, 1024) << "256 threads a row are always available";
+    }
+  }
+  // A label >= V: an error before the dispatch where the host knows the labels (WebGPU), else the split kernel
+  // refuses the row in every part and the read-back raises (native Vulkan; SplitRowsRefuseComputedLabels below).
+  ForceRows force(od::kFusedCeSplit2, 256);
+  const auto x = B::upload(random_host({3, 1337}));
+  EXPECT_THROW(B::fused_ce(x, B::upload_i32({3}, {1, 1337, 2})).loss.to_host_f32(), ArgumentError);
+  EXPECT_NO_THROW(B::fused_ce(x, B::upload_i32({3}, {1, 1336, 2})).loss.to_host_f32());
+}
+
+TEST_P(FusedCeOn, SplitRowsAcrossWorkgroups) {
+  test::with_backend(GetParam(), [](auto b) { split_rows<decltype(b)>(); });
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, FusedCeOn, ::testing::ValuesIn(test::kBackends));
+
+// Labels computed on the GPU, so that the kernel itself meets a label >= V in a row cut in parts.
+TEST(FusedCe, SplitRowsRefuseComputedLabels) {
+  ForceRows force(ops::detail::kFusedCeSplit2, 256);
+  const Tensor x = upload(random_host({3, 1337}));
+  auto labels = [](int32_t middle) {
+    return ops::add(Tensor::from_host(test::device(), {3}, std::vector<int32_t>{1, middle, 2}), 8.0f);
+  };
+  EXPECT_THROW(ops::fused_ce(x, labels(1329)).loss.to_host_f32(), ArgumentError);
+  EXPECT_NO_THROW(ops::fused_ce(x, labels(1328)).loss.to_host_f32());
+}
 
 TEST(FusedCe, BadLabels) {
   const Tensor x = upload(random_host({3, 10}));
