@@ -6,7 +6,7 @@
 #     whose GB/s is the ceiling every row below is a share of;
 #   fused_ce 8192 x 32000 and 8192 x 128256 (both backends): forms f0 (the kernel before), f-1 (the new choice), f1
 #     and f2 (streamed, 4 loads at once, forwards / pass 2 backwards), f3 and f4 (8 held a thread, 4 or 2 loads at
-#     once), at 1024 and 256 threads a row;
+#     once), f5 (a long row over several workgroups, read once: split.wgsl), at 1024 and 256 threads a row;
 #   q4gsw_requant 4096^2 g32 (both backends): f0 (requant.wgsl after scales.wgsl) against f1 (one pass);
 #   adamw_step alone (both backends), then after the fused_ce rows in the same process (native Vulkan: run (e)'s
 #     41%), with the GPU's clocks sampled meanwhile, and after the requant rows only;
@@ -23,7 +23,7 @@ bench() {  # bench NAME BACKEND ARGS...: one call, its log and JSON under $d
 }
 WGTRAIN_FORCE_COPY=1,2,4 bench copy webgpu --only copy
 for b in webgpu native-vulkan; do
-  WGTRAIN_FORCE_FUSED_CE=0,-1,1,2,3,4 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 bench "fused_ce_$b" "$b" --only fused_ce
+  WGTRAIN_FORCE_FUSED_CE=0,-1,1,2,3,4,5 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 bench "fused_ce_$b" "$b" --only fused_ce
   WGTRAIN_FORCE_Q4GSW_REQUANT=0,1 bench "requant_$b" "$b" --only q4gsw_requant
   bench "adamw_$b" "$b" --only adamw
 done

@@ -22,7 +22,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
 done
 [ "${TESTS:-1}" = 1 ] && WGTRAIN_POISON=1 timeout 150 .carry/wgtrain_tests \
   --gtest_filter='*Mixed*OnTheMatrixUnits*:MixedVariants.*' 2>&1 | quiet > "$out/mixed_tests.log"
-WGTRAIN_FORCE_FUSED_CE=-1,0,1,2,3,4,-1 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 WGTRAIN_FORCE_Q4GSW_REQUANT=1 \
+WGTRAIN_FORCE_FUSED_CE=-1,0,1,2,3,4,5,-1 WGTRAIN_FORCE_FUSED_CE_WG=1024,256 WGTRAIN_FORCE_Q4GSW_REQUANT=1 \
   timeout 150 .carry/wgtrain bench --only "copy,requant$([ "${FUSED:-1}" = 1 ] && echo ,fused_ce)" \
   --json "$out/fused_ce.json" 2>&1 | quiet > "$out/fused_ce.log"
 WGTRAIN_POISON=1 timeout 60 .carry/wgtrain_tests --gtest_filter='*Q4Requant*' 2>&1 | quiet > "$out/requant_tests.log"
