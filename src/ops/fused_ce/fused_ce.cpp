@@ -69,27 +69,29 @@ const wgtrain::detail::KernelDefs& rows_variant(int64_t wg, bool vec4, bool in_p
   return table[index(wg == 1024, vec4, in_place, chunks, unroll == 4 ? 2 : unroll == 2 ? 1 : 0)];
 }
 
-// How the rows kernel splits a row of n elements (of T) over wg threads (fused_ce_force.h): the held elements a
-// thread (0, 1, 2, 4 or 8), the loads at once in the streamed rest (1, 4; 2 with 8 held), and whether pass 2 walks
-// it backwards: the combinations rows.variants compiles for the native backend.
+// How a row of n elements (of T) is read with wg threads a workgroup (fused_ce_force.h): by rows.wgsl, the held
+// elements a thread (0, 1, 2, 4 or 8), the loads at once in the streamed rest (1, 4; 2 with 8 held) and whether pass
+// 2 walks it backwards (the combinations rows.variants compiles for the native backend); or by split.wgsl, `chunks`
+// held a thread in each of the row's workgroups.
 struct RowSplit {
   int chunks, unroll;
   bool reverse;
   bool split = false;  // split.wgsl: the row over several workgroups, each holding `chunks` a thread
 };
-// The choice for a row that does not fit: on WebGPU 8 held a thread (run z6, H100, V = 128256 at 1024 threads:
-// 72.0% of the copy rate, every streamed form 65.6-65.8%; holding 8 rather than 4 reads a quarter of the row once
-// instead of an eighth, a bound of 73% against 70%), on native Vulkan 4 (67-69% in run n; 8 not yet timed there).
-RowSplit row_split(int64_t n, int64_t wg, bool native) {
+// The choice for a row that does not fit in one workgroup: split.wgsl, 8 held a thread (run z7, H100, V = 128256
+// at 1024 threads: WebGPU 82.2% of the copy rate against 72.0% for rows.wgsl holding 8; native Vulkan 2821 against
+// 2209 GB/s). In place, where split.wgsl cannot run, fused_ce() falls back to rows.wgsl holding 8 (z7: 72.0% on
+// WebGPU; native 2209 GB/s against 2140 holding 4, the choice before).
+RowSplit row_split(int64_t n, int64_t wg) {
   const int64_t per_thread = (n + wg - 1) / wg;
   const int fit = per_thread <= 1 ? 1 : per_thread <= 2 ? 2 : per_thread <= 4 ? 4 : per_thread <= 8 ? 8 : 0;
   switch (fused_ce_force) {
-    case kFusedCeChoice: return fit ? RowSplit{fit, 1, false} : RowSplit{native ? 4 : 8, 4, true};
     case kFusedCeOld: return {fit, 1, false};
     case kFusedCeStream: return {0, 4, false};
     case kFusedCeStreamReverse: return {0, 4, true};
     case kFusedCeHold8: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 4, true};
     case kFusedCeHold8Unroll2: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 2, true};
+    case kFusedCeChoice:
     case kFusedCeSplit: return fit ? RowSplit{fit, 1, false} : RowSplit{8, 1, false, true};
     case kFusedCeSplit2: return n <= 2 * wg ? RowSplit{fit, 1, false} : RowSplit{2, 1, false, true};
     default: throw Error("fused_ce: no rows kernel form " + std::to_string(fused_ce_force));
@@ -148,7 +150,7 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
   if (fused_ce_force_wg != 0 && fused_ce_force_wg != 256 && (fused_ce_force_wg != 1024 || !wide))
     throw UnsupportedError("fused_ce: " + std::to_string(fused_ce_force_wg) + " threads a row is not available here");
   const int64_t wg = fused_ce_force_wg ? fused_ce_force_wg : wide ? 1024 : 256;
-  RowSplit split = row_split(vocab / unit, wg, dev.native());
+  RowSplit split = row_split(vocab / unit, wg);
   const int64_t parts = split.split ? (vocab / unit + split.chunks * wg - 1) / (split.chunks * wg) : 1;
   // split.wgsl writes out of place only (its comment says why), and gathers at most 64 parts a row (V up to
   // 64 * 8 * 1024 * 4 at 1024 threads and vec4 rows): otherwise the row holds 8 a thread and streams the rest.

@@ -7,8 +7,7 @@
 namespace wgtrain::ops::detail {
 
 // kFusedCeChoice (the default): a row of at most 8 elements (of T) a thread held in registers (read once); a
-// longer one holds its first 8 a thread on WebGPU, 4 on native Vulkan, and streams the rest, 4 loads at once, pass 2
-// backwards.
+// longer one as kFusedCeSplit (out of place) or kFusedCeHold8 (in place).
 // kFusedCeOld: the kernel before that (held where it fits, else streamed with one load a thread, forwards).
 // kFusedCeStream: always streamed, 4 loads at once, forwards; kFusedCeStreamReverse: the same, pass 2 backwards.
 // kFusedCeHold8: hold 8 a thread where the row is longer (else the choice), 4 loads at once, backwards;
