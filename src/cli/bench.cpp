@@ -165,7 +165,9 @@ struct Kernels {
   void linear_q4gsw_backward(const T& dy, const Q4& w) const { ops::linear_q4gsw_backward(dy, w); }
   void linear_dW(const T& dy, const T& x, const T* acc) const { ops::linear_dW(dy, x, acc); }
   void requant(const T& latent, Q4& w, bool recompute) const { ops::q4gsw_requant(latent, w, recompute); }
-  void fused_ce(const T& logits, const T& labels) const { ops::fused_ce(logits, labels); }
+  void fused_ce(const T& logits, const T& labels, bool in_place) const {
+    ops::fused_ce(logits, labels, std::nullopt, in_place);
+  }
   ops::AdamW optimizer(std::vector<AdamWParam> p) const { return ops::AdamW(std::move(p), {}); }
 };
 
@@ -332,6 +334,7 @@ void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, con
       std::mt19937_64 g(11);
       for (auto& l : lab) l = static_cast<int32_t>(g() % static_cast<uint64_t>(v));
       const auto labels = k.ints({R}, lab);
+      const auto scratch = k.random({R, v}, -4, 4, 10);
       for (int form : forms)
         for (int wg : wgs) {
           od::fused_ce_force = form;
@@ -340,9 +343,13 @@ void bench_kernels(const Kernels& k, const BenchOptions& opt, Sink& results, con
           if (forced) tag += " f" + std::to_string(form);
           if (forced_wg) tag += " wg" + std::to_string(wg);
           if (!tag.empty()) tag = " (" + tag.substr(1) + ")";
-          // The least any implementation must move: read the logits once, write dlogits once.
+          // The least any implementation must move: read the logits once, write dlogits once. Out of place as the
+          // op runs, and in place as training runs it (each repetition over the last one's dlogits: finite, and
+          // the same work).
           results.push_back(measure(dev, "fused_ce" + tag, dims({R, v}), 0, 2.0 * R * v * 4,
-                                    [&] { k.fused_ce(logits, labels); }));
+                                    [&] { k.fused_ce(logits, labels, false); }));
+          results.push_back(measure(dev, "fused_ce in place" + tag, dims({R, v}), 0, 2.0 * R * v * 4,
+                                    [&] { k.fused_ce(scratch, labels, true); }));
         }
     }
   });

@@ -1,5 +1,6 @@
-// fused_ce: mean cross-entropy over rows whose label is >= 0, and its gradient, in three dispatches
-// (count.wgsl, rows.wgsl, finish.wgsl) that never write the probabilities.
+// fused_ce: mean cross-entropy over rows whose label is >= 0, and its gradient, in three dispatches (count.wgsl,
+// rows.wgsl or split.wgsl, finish.wgsl; split.wgsl's deferred parts in a fourth before finish) that never write the
+// probabilities.
 #include "wgtrain/fused_ce.h"
 
 #include <array>
@@ -17,6 +18,7 @@ namespace detail {
 int fused_ce_force = kFusedCeChoice;
 int fused_ce_force_wg = 0;
 uint32_t fused_ce_spin = kFusedCeSpin;
+uint32_t fused_ce_defer = 0;
 }  // namespace detail
 
 using namespace detail;
@@ -33,7 +35,10 @@ struct alignas(16) RowParams {
   uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, reverse, pad1;
 };
 struct alignas(16) SplitParams {
-  uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, parts, spin;
+  uint32_t rows, vocab, logits_off, labels_off, out_off, index_bit, parts, spin, defer, pad0, pad1, pad2;
+};
+struct alignas(16) DeferredParams {
+  uint32_t rows, vocab, logits_off, labels_off, out_off, parts, span, pad0;
 };
 struct alignas(16) FinishParams {
   uint32_t rows, loss_off, pad0, pad1;
@@ -78,10 +83,9 @@ struct RowSplit {
   bool reverse;
   bool split = false;  // split.wgsl: the row over several workgroups, each holding `chunks` a thread
 };
-// The choice for a row that does not fit in one workgroup: split.wgsl, 8 held a thread (run z7, H100, V = 128256
-// at 1024 threads: WebGPU 82.2% of the copy rate against 72.0% for rows.wgsl holding 8; native Vulkan 2821 against
-// 2209 GB/s). In place, where split.wgsl cannot run, fused_ce() falls back to rows.wgsl holding 8 (z7: 72.0% on
-// WebGPU; native 2209 GB/s against 2140 holding 4, the choice before).
+// The choice for a row that does not fit in one workgroup: split.wgsl, 8 held a thread, out of place and in place
+// (run z7, H100, V = 128256 at 1024 threads, out of place: WebGPU 82.2% of the copy rate against 72.0% for
+// rows.wgsl holding 8; native Vulkan 2821 against 2209 GB/s). Beyond 64 parts a row, rows.wgsl holding 8.
 RowSplit row_split(int64_t n, int64_t wg) {
   const int64_t per_thread = (n + wg - 1) / wg;
   const int fit = per_thread <= 1 ? 1 : per_thread <= 2 ? 2 : per_thread <= 4 ? 4 : per_thread <= 8 ? 8 : 0;
@@ -152,27 +156,40 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
   const int64_t wg = fused_ce_force_wg ? fused_ce_force_wg : wide ? 1024 : 256;
   RowSplit split = row_split(vocab / unit, wg);
   const int64_t parts = split.split ? (vocab / unit + split.chunks * wg - 1) / (split.chunks * wg) : 1;
-  // split.wgsl writes out of place only (its comment says why), and gathers at most 64 parts a row (V up to
-  // 64 * 8 * 1024 * 4 at 1024 threads and vec4 rows): otherwise the row holds 8 a thread and streams the rest.
-  if (split.split && (in_place || parts > kMaxSplitParts)) split = RowSplit{8, 4, true};
+  // split.wgsl gathers at most 64 parts a row (V up to 64 * 8 * 1024 * 4 at 1024 threads and vec4 rows): beyond,
+  // the row holds 8 a thread and streams the rest.
+  if (split.split && parts > kMaxSplitParts) split = RowSplit{8, 4, true};
   const auto [gx, gy] = dev.grid(static_cast<uint64_t>(rows * (split.split ? parts : 1)));
   std::vector<wgtrain::detail::Binding> bindings = {{x.storage()->buffer},       {y.storage()->buffer},
                                                     {stats.storage()->buffer},   {row_loss.storage()->buffer},
                                                     {dev.index_error_buffer()}};
   if (split.split) {
     SplitParams sp{rp.rows, rp.vocab, rp.logits_off, rp.labels_off, rp.out_off, rp.index_bit,
-                   u32(parts, "parts"), static_cast<uint32_t>(fused_ce_spin)};
+                   u32(parts, "parts"), fused_ce_spin, fused_ce_defer, 0, 0, 0};
     u32(rows * parts, "workgroups");
-    // The board split.wgsl exchanges the parts' statistics on: zeroed for every dispatch (a recorded step's too).
-    Tensor board = new_tensor(dev, {1 + 2 * rows * parts}, DType::I32);
+    // The board split.wgsl exchanges the parts' statistics and claims on: zeroed for every dispatch (a recorded
+    // step's too).
+    Tensor board = new_tensor(dev, {1 + 4 * rows * parts}, DType::I32);
     fill_(board, 0);
     bindings.push_back({board.storage()->buffer});
-    bindings.push_back({out.dlogits.storage()->buffer});
+    if (!in_place) bindings.push_back({out.dlogits.storage()->buffer});
+    const char* ip = in_place ? "true" : "false";
     const wgtrain::detail::KernelDefs defs = {{"CHUNKS", std::to_string(split.chunks)},
+                                              {"IN_PLACE", ip},
                                               {"VEC4", vec4 ? "true" : "false"},
                                               {"WG", std::to_string(wg)}};
     dev.dispatch({"fused_ce (split rows)", &dev.pipeline("fused_ce/split", defs), &sp, sizeof sp, bindings, gx, gy,
                   1});
+    // The parts split.wgsl deferred (none where every wait ended in time): most workgroups read one word and leave.
+    DeferredParams dp{rp.rows, rp.vocab, rp.logits_off, rp.labels_off, rp.out_off, sp.parts,
+                      u32(split.chunks * wg, "span"), 0};
+    std::vector<wgtrain::detail::Binding> deferred = {{x.storage()->buffer},        {y.storage()->buffer},
+                                                      {stats.storage()->buffer},    {row_loss.storage()->buffer},
+                                                      {board.storage()->buffer}};
+    if (!in_place) deferred.push_back({out.dlogits.storage()->buffer});
+    dev.dispatch({"fused_ce (deferred parts)",
+                  &dev.pipeline("fused_ce/split_deferred", {{"IN_PLACE", ip}, {"VEC4", vec4 ? "true" : "false"}}), &dp,
+                  sizeof dp, deferred, gx, gy, 1});
   } else {
     rp.reverse = split.reverse ? 1 : 0;
     const auto& rows_pipe = dev.pipeline("fused_ce/rows", rows_variant(wg, vec4, in_place, split.chunks, split.unroll));

@@ -208,11 +208,12 @@ TEST_P(FusedCeOn, EveryRowsKernelForm) {
   test::with_backend(GetParam(), [](auto b) { every_rows_form<decltype(b)>(); });
 }
 
-// Rows cut over several workgroups (split.wgsl, out of place): parts that end inside the row and at its end, labels
-// in the first, a middle and the last part, an ignored row, logits of magnitude 1e4 (so that the parts' maxima
-// differ by far more than exp's range), against the float64 reference (dlogits poisoned first). Then the same inputs
-// with every part not yet published read from memory at once (spin 0), whose every bit must match the default's:
-// who computes a part's statistics must not change the result. In place the same forms run rows.wgsl.
+// Rows cut over several workgroups (split.wgsl): parts that end inside the row and at its end, labels in the first,
+// a middle and the last part, an ignored row, logits of magnitude 1e4 (so that the parts' maxima differ by far more
+// than exp's range), against the float64 reference, out of place (dlogits poisoned first) and in place. Each of
+// these ways to compute a part must give the default's every bit: who computes or writes a part must not change
+// the result. Spin 0: every part not yet published read by the workgroup that needs it (which then writes it);
+// defer 1: every part written by split_deferred.wgsl; defer 2: every other one, spin 0 besides.
 template <class B>
 void split_rows() {
   namespace od = ops::detail;
@@ -232,9 +233,17 @@ void split_rows() {
       {od::kFusedCeSplit2, 1024, 4, 16412, 8},  {od::kFusedCeSplit, 256, 3, 36768, 8},
       {od::kFusedCeSplit, 1024, 3, 65936, 1e4}, {od::kFusedCeSplit, 1024, 3, 8969, 8},
   };
+  struct Way {
+    uint32_t spin, defer;
+  };
+  const std::vector<Way> ways = {{od::kFusedCeSpin, 0}, {0, 0}, {od::kFusedCeSpin, 1}, {0, 2}};
+  struct Restore {
+    ~Restore() {
+      od::fused_ce_spin = od::kFusedCeSpin;
+      od::fused_ce_defer = 0;
+    }
+  } restore;
   for (const auto& sh : shapes) {
-    SCOPED_TRACE("form " + std::to_string(sh.form) + " wg " + std::to_string(sh.wg) + " " + std::to_string(sh.rows) +
-                 "x" + std::to_string(sh.vocab));
     const auto x = random_host({sh.rows, sh.vocab}, -sh.magnitude, sh.magnitude);
     auto labels = random_labels(sh.rows, sh.vocab, 0.0);
     labels[0] = static_cast<int>(sh.vocab) - 1;  // the last part
@@ -243,24 +252,30 @@ void split_rows() {
     const auto want = ref::cross_entropy(x, labels);
     const auto lt = B::upload_i32({sh.rows}, as_i32(labels));
     ForceRows force(sh.form, sh.wg);
-    try {
-      std::vector<std::vector<float>> runs;  // dlogits, loss; for each spin
-      for (uint32_t spin : {od::kFusedCeSpin, 0u}) {
-        od::fused_ce_spin = spin;
-        const auto ce = B::fused_ce(B::upload(x), lt);
-        runs.push_back(ce.dlogits.to_host_f32());
-        runs.push_back(ce.loss.to_host_f32());
-        check(ce, x, want);
+    std::vector<float> first_d, first_loss;
+    for (const auto& way : ways)
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE("form " + std::to_string(sh.form) + " wg " + std::to_string(sh.wg) + " " +
+                     std::to_string(sh.rows) + "x" + std::to_string(sh.vocab) + " spin " + std::to_string(way.spin) +
+                     " defer " + std::to_string(way.defer) + (in_place ? " in place" : ""));
+        od::fused_ce_spin = way.spin;
+        od::fused_ce_defer = way.defer;
+        try {
+          const auto ce = B::fused_ce(B::upload(x), lt, std::nullopt, in_place);
+          check(ce, x, want);
+          const auto d = ce.dlogits.to_host_f32();
+          const auto loss = ce.loss.to_host_f32();
+          if (first_d.empty()) {
+            first_d = d;
+            first_loss = loss;
+          } else {
+            EXPECT_EQ(d, first_d) << "dlogits depend on who computed or wrote a part";
+            EXPECT_EQ(loss, first_loss) << "the loss depends on who computed or wrote a part";
+          }
+        } catch (const UnsupportedError&) {
+          ASSERT_EQ(sh.wg, 1024) << "256 threads a row are always available";
+        }
       }
-      od::fused_ce_spin = od::kFusedCeSpin;
-      EXPECT_EQ(runs[0], runs[2]) << "dlogits depend on who computed a part";
-      EXPECT_EQ(runs[1], runs[3]) << "the loss depends on who computed a part";
-      const auto logits = B::upload(x);
-      check(B::fused_ce(logits, lt, std::nullopt, true), x, want);
-    } catch (const UnsupportedError&) {
-      od::fused_ce_spin = od::kFusedCeSpin;
-      ASSERT_EQ(sh.wg, 1024) << "256 threads a row are always available";
-    }
   }
   // A label >= V: an error before the dispatch where the host knows the labels (WebGPU), else the split kernel
   // refuses the row in every part and the read-back raises (native Vulkan; SplitRowsRefuseComputedLabels below).
