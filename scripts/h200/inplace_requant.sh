@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU machine (after scripts/h200/prepare.sh here; run z8): fused_ce's split kernel in place and out of place
-# beside rows.wgsl holding 8 (f3), both backends, 1024 threads a row; the fused_ce and requant tests on this GPU; and
-# requant taken apart by leaving stages out, through kernel overrides made here from the sources (bench-only, their
-# codes are wrong): "noround" quantize4 replaced by a cheap function of its inputs (the memory side alone), "noscale"
-# one scale word for all (plain form) and no scales written (+scales form). If .carry/ov5665 exists (quantize.wgsl
-# at 5665a1a, before the exact test's scaling), it runs too. Two rounds of the requant forms, alternating. The raw
-# logs stay in $OUT; the rows printed last.
+# beside rows.wgsl holding 8 (f3), both backends, 1024 threads a row; the fused_ce and requant tests on this GPU;
+# requant's one-pass kernel with one and two code words a thread (f1, f2), and taken apart by leaving stages out,
+# through kernel overrides made here from the sources (bench-only, their codes are wrong): "noround" quantize4
+# replaced by a cheap function of its inputs (the memory side alone), "noscale" one scale word for all (plain form)
+# and no scales written (+scales form). If .carry/ov5665 exists (quantize.wgsl at 5665a1a, before the exact test's
+# scaling), it runs too. Two rounds of the requant forms, alternating. The raw logs stay in $OUT; the rows printed
+# last.
 set -uo pipefail
 out=${OUT:?OUT}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -20,8 +21,8 @@ q = q[:q.index("fn quantize4(")] + """fn quantize4(x: vec4<f32>, s: f32) -> u32 
 """
 open("/tmp/ov/noround/q4gsw.quantize.wgsl", "w").write(q)
 r = open("src/ops/q4gsw/requant_groups.wgsl").read()
-for a, b in [("if (live && lane == 0u) {", "if (live && lane == 0u && s == 12345.0) {"),
-             ("let s = scales[g * p.rows + n];", "let s = scales[0];")]:
+for a, b in [("if (x.live && lane == 0u) {", "if (x.live && lane == 0u && s == 12345.0) {"),
+             ("s = scales[x.g * p.rows + x.n];", "s = scales[0];")]:
     assert a in r, a
     r = r.replace(a, b)
 open("/tmp/ov/noscale/q4gsw.requant_groups.wgsl", "w").write(r)
@@ -32,8 +33,8 @@ for round in 1 2; do
   for f in $forms; do
     ov=""
     case $f in noround|noscale) ov=/tmp/ov/$f ;; 5665) ov=.carry/ov5665 ;; esac
-    env ${ov:+WGTRAIN_KERNEL_OVERRIDES=$ov} timeout 60 .carry/wgtrain bench --only copy,requant 2>&1 | quiet \
-      > "$out/requant_${f}_$round.log"
+    env WGTRAIN_FORCE_Q4GSW_REQUANT=1,2 ${ov:+WGTRAIN_KERNEL_OVERRIDES=$ov} timeout 60 .carry/wgtrain bench \
+      --only copy,requant 2>&1 | quiet > "$out/requant_${f}_$round.log"
   done
 done
 for b in webgpu native-vulkan; do
@@ -42,4 +43,7 @@ for b in webgpu native-vulkan; do
 done
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/tests.log" | head
 for f in "$out"/requant_*.log; do echo "$(basename "$f"):"; grep -E "^q4gsw|^copy \(dense" "$f"; done
-for b in webgpu native-vulkan; do echo "== $b"; grep -E "^fused_ce|^copy \(dense|^copy \(buffer" "$out/fused_ce_$b.log"; done
+for b in webgpu native-vulkan; do
+  echo "== $b"
+  grep -E "^fused_ce|^copy \(dense|^copy \(buffer" "$out/fused_ce_$b.log"
+done

@@ -241,21 +241,22 @@ void q4gsw_requant(const Tensor& latent_in, Q4Weight& w, bool recompute_scales) 
   // One pass (requant_groups.wgsl) where a group's words fit the 256 threads of a workgroup.
   const int64_t tpg = w.group_size / 8;
   const bool groups_fit = tpg >= 1 && tpg <= 256 && w.group_size % 8 == 0;
-  if (q4gsw_requant_force < kRequantChoice || q4gsw_requant_force > kRequantGroups)
+  if (q4gsw_requant_force < kRequantChoice || q4gsw_requant_force > kRequantGroups2)
     throw ArgumentError("q4gsw_requant: no form " + std::to_string(q4gsw_requant_force) +
-                        " to force (WGTRAIN_FORCE_Q4GSW_REQUANT: -1, 0 or 1)");
-  if (q4gsw_requant_force == kRequantGroups && !groups_fit)
+                        " to force (WGTRAIN_FORCE_Q4GSW_REQUANT: -1, 0, 1 or 2)");
+  if (q4gsw_requant_force >= kRequantGroups && !groups_fit)
     throw UnsupportedError("q4gsw_requant: group size " + std::to_string(w.group_size) +
                            " does not fit the one-pass kernel (at most 2048, a multiple of 8)");
   if (q4gsw_requant_force != kRequantOld && groups_fit) {
-    const int64_t groups = w.scales.size(0), gpw = 256 / tpg;
+    const int64_t groups = w.scales.size(0), gpw = 256 / tpg, wpt = q4gsw_requant_force == kRequantGroups2 ? 2 : 1;
     const bool vec4 = k % 4 == 0 && latent.offset() % 4 == 0;
     GroupsParams gp{u32(n, "N"),      u32(k, "K"),       u32(w.codes.size(1), "words"), u32(w.group_size, "group size"),
                     u32(latent.offset(), "offset"), u32(groups, "groups"), static_cast<uint32_t>(tpg),
                     static_cast<uint32_t>(gpw)};
     const auto& pipe = dev.pipeline("q4gsw/requant_groups", {{"RECOMPUTE", recompute_scales ? "true" : "false"},
-                                                             {"VEC4", vec4 ? "true" : "false"}});
-    const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n * groups) + gpw - 1) / gpw);
+                                                             {"VEC4", vec4 ? "true" : "false"},
+                                                             {"WPT", std::to_string(wpt)}});
+    const auto [gx, gy] = dev.grid((static_cast<uint64_t>(n * groups) + gpw * wpt - 1) / (gpw * wpt));
     dev.dispatch({"q4gsw_requant", &pipe, &gp, sizeof gp,
                   {{latent.storage()->buffer}, {w.scales.storage()->buffer}, {w.codes.storage()->buffer}}, gx, gy, 1});
     return;

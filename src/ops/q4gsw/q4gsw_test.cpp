@@ -197,11 +197,11 @@ TEST(Q4Gemms, LeadingDimsAndStridedInput) {
 class Q4Requant : public ::testing::TestWithParam<std::string> {};
 
 // Runs fn with each form of q4gsw_requant forced (ops/q4gsw/q4gsw_force.h): the two-kernel one and the one-pass
-// requant_groups kernel, then the op's own choice.
+// requant_groups kernel with one and two code words a thread, then the op's own choice.
 template <class Fn>
 void each_requant_form(const Fn& fn) {
   namespace od = ops::detail;
-  for (int form : {od::kRequantOld, od::kRequantGroups, od::kRequantChoice}) {
+  for (int form : {od::kRequantOld, od::kRequantGroups, od::kRequantGroups2, od::kRequantChoice}) {
     SCOPED_TRACE("requant form " + std::to_string(form));
     od::q4gsw_requant_force = form;
     try {

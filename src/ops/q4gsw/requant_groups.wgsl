@@ -7,10 +7,15 @@
 // code = clamp(round_half_even(x / s), -8, 7) + 8; code 8 where s == 0 and for padding (k >= K, loaded as zeros);
 // the rounding as requant.wgsl decides it (the shared q4gsw/quantize), so both give the same codes bit for bit.
 //
+// With WPT 2 a workgroup takes the groups of two (2 gpw, the second gpw after the first), each thread one word of
+// each, its four loads issued before any is used: twice the bytes in flight a thread.
+//
 // @variant RECOMPUTE {true|false} the scales computed from the latent (and written) rather than read
 // @variant VEC4 {true|false} the latent read as vec4s: K and its offset multiples of 4
+// @variant WPT {1|2} code words a thread
 
 const WG: u32 = 256u;
+const WPT: u32 = {{WPT}}u;
 
 struct Params {
   rows: u32,        // N
@@ -55,46 +60,95 @@ fn load4(n: u32, k0: u32) -> vec4<f32> {
 @group(0) @binding(3) var<storage, read_write> codes: array<u32>;
 
 var<workgroup> group_max: array<f32, WG>;
+var<workgroup> group_max2: array<f32, WG>;  // WPT 2: the second word's
 
 {{>q4gsw/quantize}}
+
+// The code word a thread takes in the r-th run of gpw groups of workgroup wgi: its row n, group g, word w.
+struct Word {
+  n: u32,
+  g: u32,
+  w: u32,
+  live: bool,
+}
+fn word_at(wgi: u32, r: u32, lg: u32, lane: u32) -> Word {
+  let gi = (wgi * WPT + r) * p.gpw + lg;
+  let n = gi / p.groups;
+  let g = gi % p.groups;
+  let w = g * p.tpg + lane;
+  return Word(n, g, w, lg < p.gpw && n < p.rows && w < p.words);
+}
+
+fn abs_max(lo: vec4<f32>, hi: vec4<f32>) -> f32 {
+  let a = max(abs(lo), abs(hi));
+  return max(max(a.x, a.y), max(a.z, a.w));
+}
+
+// The group's scale: max |x| / 7 over its TPG threads' entries of group_max (group_max2 for a thread's second
+// word; after a barrier), written by its first thread; or read.
+fn group_scale(x: Word, lg: u32, lane: u32, second: bool) -> f32 {
+{{#RECOMPUTE}}
+  var m = 0.0;
+  if (lg < p.gpw) {
+    for (var l = 0u; l < p.tpg; l = l + 1u) {
+      if (second) {
+        m = max(m, group_max2[lg * p.tpg + l]);
+      } else {
+        m = max(m, group_max[lg * p.tpg + l]);
+      }
+    }
+  }
+  let s = m / 7.0;
+  if (x.live && lane == 0u) {
+    scales[x.g * p.rows + x.n] = s;
+  }
+  return s;
+{{/RECOMPUTE}}
+{{^RECOMPUTE}}
+  var s = 0.0;
+  if (x.live) {
+    s = scales[x.g * p.rows + x.n];
+  }
+  return s;
+{{/RECOMPUTE}}
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
   let t = lid.x;
-  let lg = t / p.tpg;    // the group within the workgroup
+  let lg = t / p.tpg;    // the group within the run
   let lane = t % p.tpg;  // the word within the group
-  let gi = (wid.x + wid.y * nwg.x) * p.gpw + lg;
-  let n = gi / p.groups;
-  let g = gi % p.groups;
-  let w = g * p.tpg + lane;
-  let live = lg < p.gpw && n < p.rows && w < p.words;
-  var lo = vec4<f32>(0.0);
-  var hi = vec4<f32>(0.0);
-  if (live) {
-    lo = load4(n, w * 8u);
-    hi = load4(n, w * 8u + 4u);
+  let wgi = wid.x + wid.y * nwg.x;
+  let x0 = word_at(wgi, 0u, lg, lane);
+  let x1 = word_at(wgi, 1u, lg, lane);  // WPT 2 only
+  var lo0 = vec4<f32>(0.0);
+  var hi0 = vec4<f32>(0.0);
+  var lo1 = vec4<f32>(0.0);
+  var hi1 = vec4<f32>(0.0);
+  if (x0.live) {
+    lo0 = load4(x0.n, x0.w * 8u);
+    hi0 = load4(x0.n, x0.w * 8u + 4u);
+  }
+  if (WPT == 2u && x1.live) {
+    lo1 = load4(x1.n, x1.w * 8u);
+    hi1 = load4(x1.n, x1.w * 8u + 4u);
   }
 {{#RECOMPUTE}}
-  let a = max(abs(lo), abs(hi));
-  group_max[t] = max(max(a.x, a.y), max(a.z, a.w));
+  group_max[t] = abs_max(lo0, hi0);
+  if (WPT == 2u) {
+    group_max2[t] = abs_max(lo1, hi1);
+  }
   workgroupBarrier();
-  var m = 0.0;
-  if (lg < p.gpw) {
-    for (var l = 0u; l < p.tpg; l = l + 1u) {
-      m = max(m, group_max[lg * p.tpg + l]);
+{{/RECOMPUTE}}
+  let s0 = group_scale(x0, lg, lane, false);
+  if (x0.live) {
+    codes[x0.n * p.words + x0.w] = quantize4(lo0, s0) | (quantize4(hi0, s0) << 16u);  // past K: zeros, code 8
+  }
+  if (WPT == 2u) {
+    let s1 = group_scale(x1, lg, lane, true);
+    if (x1.live) {
+      codes[x1.n * p.words + x1.w] = quantize4(lo1, s1) | (quantize4(hi1, s1) << 16u);
     }
   }
-  let s = m / 7.0;
-  if (live && lane == 0u) {
-    scales[g * p.rows + n] = s;
-  }
-{{/RECOMPUTE}}
-  if (!live) {
-    return;
-  }
-{{^RECOMPUTE}}
-  let s = scales[g * p.rows + n];
-{{/RECOMPUTE}}
-  codes[n * p.words + w] = quantize4(lo, s) | (quantize4(hi, s) << 16u);  // lanes past K: zeros, code 8
 }
