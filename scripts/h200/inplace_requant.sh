@@ -5,8 +5,8 @@
 # through kernel overrides made here from the sources (bench-only, their codes are wrong): "noround" quantize4
 # replaced by a cheap function of its inputs (the memory side alone), "noscale" one scale word for all (plain form)
 # and no scales written (+scales form). If .carry/ov5665 exists (quantize.wgsl at 5665a1a, before the exact test's
-# scaling), it runs too. Two rounds of the requant forms, alternating. The raw logs stay in $OUT; the rows printed
-# last.
+# scaling), it runs too. Two rounds of the requant forms, alternating (ROUNDS=1: one). The raw logs stay in $OUT;
+# the rows printed last.
 set -uo pipefail
 out=${OUT:?OUT}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -29,7 +29,7 @@ open("/tmp/ov/noscale/q4gsw.requant_groups.wgsl", "w").write(r)
 PY
 WGTRAIN_POISON=1 timeout 200 .carry/wgtrain_tests --gtest_filter='*FusedCe*:*Q4Requant*' 2>&1 | quiet > "$out/tests.log"
 forms="head noround noscale $([ -d .carry/ov5665 ] && echo 5665)"
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
   for f in $forms; do
     ov=""
     case $f in noround|noscale) ov=/tmp/ov/$f ;; 5665) ov=.carry/ov5665 ;; esac
