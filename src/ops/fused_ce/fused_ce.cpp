@@ -83,9 +83,11 @@ struct RowSplit {
   bool reverse;
   bool split = false;  // split.wgsl: the row over several workgroups, each holding `chunks` a thread
 };
-// The choice for a row that does not fit in one workgroup: split.wgsl, 8 held a thread, out of place and in place
-// (run z7, H100, V = 128256 at 1024 threads, out of place: WebGPU 82.2% of the copy rate against 72.0% for
-// rows.wgsl holding 8; native Vulkan 2821 against 2209 GB/s). Beyond 64 parts a row, rows.wgsl holding 8.
+// The choice for a row that does not fit in one workgroup: out of place split.wgsl, 8 held a thread (V = 128256 at
+// 1024 threads: run z7, H100, WebGPU 82.2% of the copy rate against 72.0% for rows.wgsl holding 8, native Vulkan
+// 2821 against 2209 GB/s; run z8, H200, 68.8% against 65.1%, native 3217 against 2860 GB/s); in place rows.wgsl
+// holding 8 (z8, H200: 73.0% against 65.5% for split.wgsl in place, native 3133 against 3052 GB/s). Beyond 64
+// parts a row, rows.wgsl holding 8.
 RowSplit row_split(int64_t n, int64_t wg) {
   const int64_t per_thread = (n + wg - 1) / wg;
   const int fit = per_thread <= 1 ? 1 : per_thread <= 2 ? 2 : per_thread <= 4 ? 4 : per_thread <= 8 ? 8 : 0;
@@ -157,8 +159,9 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
   RowSplit split = row_split(vocab / unit, wg);
   const int64_t parts = split.split ? (vocab / unit + split.chunks * wg - 1) / (split.chunks * wg) : 1;
   // split.wgsl gathers at most 64 parts a row (V up to 64 * 8 * 1024 * 4 at 1024 threads and vec4 rows): beyond,
-  // the row holds 8 a thread and streams the rest.
-  if (split.split && parts > kMaxSplitParts) split = RowSplit{8, 4, true};
+  // and in place unless forced (row_split's comment), the row holds 8 a thread and streams the rest.
+  if (split.split && (parts > kMaxSplitParts || (in_place && fused_ce_force == kFusedCeChoice)))
+    split = RowSplit{8, 4, true};
   const auto [gx, gy] = dev.grid(static_cast<uint64_t>(rows * (split.split ? parts : 1)));
   std::vector<wgtrain::detail::Binding> bindings = {{x.storage()->buffer},       {y.storage()->buffer},
                                                     {stats.storage()->buffer},   {row_loss.storage()->buffer},

@@ -7,13 +7,13 @@
 namespace wgtrain::ops::detail {
 
 // kFusedCeChoice (the default): a row of at most 8 elements (of T) a thread held in registers (read once); a
-// longer one as kFusedCeSplit (as kFusedCeHold8 past split.wgsl's 64 parts).
+// longer one as kFusedCeSplit out of place, as kFusedCeHold8 in place and past split.wgsl's 64 parts.
 // kFusedCeOld: the kernel before that (held where it fits, else streamed with one load a thread, forwards).
 // kFusedCeStream: always streamed, 4 loads at once, forwards; kFusedCeStreamReverse: the same, pass 2 backwards.
 // kFusedCeHold8: hold 8 a thread where the row is longer (else the choice), 4 loads at once, backwards;
 // kFusedCeHold8Unroll2: the same with 2 loads at once (fewer registers beside the 8 held).
-// kFusedCeSplit: a longer row cut over several workgroups (split.wgsl), each holding 8 a thread, read once (the
-// choice's kernel there); kFusedCeSplit2: the same holding 2 a thread wherever a row is longer than 2 a thread (many
+// kFusedCeSplit: a longer row cut over several workgroups (split.wgsl), each holding 8 a thread, read once, out of
+// place or in place; kFusedCeSplit2: the same holding 2 a thread wherever a row is longer than 2 a thread (many
 // parts at test sizes).
 constexpr int kFusedCeChoice = -1, kFusedCeOld = 0, kFusedCeStream = 1, kFusedCeStreamReverse = 2;
 constexpr int kFusedCeHold8 = 3, kFusedCeHold8Unroll2 = 4, kFusedCeSplit = 5, kFusedCeSplit2 = 6;
