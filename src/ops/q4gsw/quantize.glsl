@@ -47,18 +47,30 @@ uint quantize(float x, float s) {
   return quantize_exact(x, s);
 }
 
-// The codes of four weights of one scale in nibbles 0..3 (padding comes in as zeros): quantize4 of quantize.wgsl,
-// which says why.
-uint quantize4(vec4 x, float s) {
+// quantize.wgsl's guess4 and quantize8: the guesses of four lanes (codes in nibbles 0..3, need: lanes the guess
+// cannot decide), and the word of eight weights of one scale with the exact test only for the flagged lanes.
+uvec2 guess4(vec4 x, float s) {
   const vec4 r = x * (1.0 / s);
   const vec4 f = floor(r + 0.5);
   const float a = abs(s);
-  const bvec4 near = lessThan(abs(r - f), vec4(0.4990234375));
+  const uvec4 near = uvec4(lessThan(abs(r - f), vec4(0.4990234375)));
   const uvec4 past = uvec4(greaterThan(abs(r), vec4(16.0))) & uvec4(lessThan(abs(r), vec4(1.2676506002282294e30)));
-  uvec4 c;
-  if (a >= 7.888609052210118e-31 && a <= 1.2676506002282294e30 && all(bvec4(uvec4(near) | past)))
-    c = uvec4(ivec4(clamp(f, -8.0, 7.0)) + 8);
-  else
-    c = uvec4(quantize_exact(x.x, s), quantize_exact(x.y, s), quantize_exact(x.z, s), quantize_exact(x.w, s));
-  return c.x | (c.y << 4u) | (c.z << 8u) | (c.w << 12u);
+  const uint scale_ok = uint(a >= 7.888609052210118e-31 && a <= 1.2676506002282294e30);
+  const uvec4 guessed = (near | past) & uvec4(scale_ok);
+  const uvec4 c = uvec4(ivec4(clamp(f, -8.0, 7.0)) + 8);
+  const uvec4 need = (uvec4(1u) - guessed) * uvec4(1u, 2u, 4u, 8u);
+  return uvec2(c.x | (c.y << 4u) | (c.z << 8u) | (c.w << 12u), need.x | need.y | need.z | need.w);
+}
+
+uint quantize8(vec4 lo, vec4 hi, float s) {
+  const uvec2 g0 = guess4(lo, s), g1 = guess4(hi, s);
+  uint word = g0.x | (g1.x << 16u);
+  uint need = g0.y | (g1.y << 4u);
+  for (uint k = 0u; k < 8u && need != 0u; ++k) {
+    const int i = findLSB(need);
+    const float x = i >= 4 ? hi[i & 3] : lo[i & 3];
+    word = (word & ~(0xfu << (4 * i))) | (quantize_exact(x, s) << (4 * i));
+    need &= need - 1u;
+  }
+  return word;
 }

@@ -143,12 +143,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 {{/RECOMPUTE}}
   let s0 = group_scale(x0, lg, lane, false);
   if (x0.live) {
-    codes[x0.n * p.words + x0.w] = quantize4(lo0, s0) | (quantize4(hi0, s0) << 16u);  // past K: zeros, code 8
+    codes[x0.n * p.words + x0.w] = quantize8(lo0, hi0, s0);  // past K: zeros, code 8
   }
   if (WPT == 2u) {
     let s1 = group_scale(x1, lg, lane, true);
     if (x1.live) {
-      codes[x1.n * p.words + x1.w] = quantize4(lo1, s1) | (quantize4(hi1, s1) << 16u);
+      codes[x1.n * p.words + x1.w] = quantize8(lo1, hi1, s1);
     }
   }
 }
