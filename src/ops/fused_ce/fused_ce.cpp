@@ -186,10 +186,9 @@ CrossEntropy fused_ce(const Tensor& logits, const Tensor& labels, std::optional<
     // The parts split.wgsl deferred (none where every wait ended in time): most workgroups read one word and leave.
     DeferredParams dp{rp.rows, rp.vocab, rp.logits_off, rp.labels_off, rp.out_off, sp.parts,
                       u32(split.chunks * wg, "span"), 0};
-    std::vector<wgtrain::detail::Binding> deferred = {{x.storage()->buffer},        {y.storage()->buffer},
-                                                      {stats.storage()->buffer},    {row_loss.storage()->buffer},
-                                                      {board.storage()->buffer}};
-    if (!in_place) deferred.push_back({out.dlogits.storage()->buffer});
+    // split.wgsl's bindings without index_error: logits, labels, stats, row_loss, board (, dlogits).
+    std::vector<wgtrain::detail::Binding> deferred = bindings;
+    deferred.erase(deferred.begin() + 4);
     dev.dispatch({"fused_ce (deferred parts)",
                   &dev.pipeline("fused_ce/split_deferred", {{"IN_PLACE", ip}, {"VEC4", vec4 ? "true" : "false"}}), &dp,
                   sizeof dp, deferred, gx, gy, 1});

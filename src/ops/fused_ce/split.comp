@@ -28,17 +28,7 @@
 #define EMPTY 0u
 layout(local_size_x = WG_SIZE) in;
 
-#if VEC == 4
-#define T vec4
-float hmax(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
-float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
-vec4 onehot(uint j, uint label) { return vec4(equal(uvec4(4u * j) + uvec4(0u, 1u, 2u, 3u), uvec4(label))); }
-#else
-#define T float
-float hmax(float v) { return v; }
-float hsum(float v) { return v; }
-float onehot(uint j, uint label) { return j == label ? 1.0 : 0.0; }
-#endif
+#include "fused_ce/elements.glsl"
 
 layout(push_constant) uniform Params {
   uint rows;

@@ -14,13 +14,7 @@
 #define WG 256u
 layout(local_size_x = 256) in;
 
-#if VEC == 4
-#define T vec4
-vec4 onehot(uint j, uint label) { return vec4(equal(uvec4(4u * j) + uvec4(0u, 1u, 2u, 3u), uvec4(label))); }
-#else
-#define T float
-float onehot(uint j, uint label) { return j == label ? 1.0 : 0.0; }
-#endif
+#include "fused_ce/elements.glsl"
 
 layout(push_constant) uniform Params {
   uint rows;

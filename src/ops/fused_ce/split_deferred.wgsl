@@ -27,21 +27,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 
-{{#VEC4}}
-alias T = vec4<f32>;
-const LANES: u32 = 4u;
-fn lane(v: T, i: u32) -> f32 { return v[i]; }
-fn onehot(j: u32, label: u32) -> T {
-  return select(vec4<f32>(0.0), vec4<f32>(1.0),
-                vec4<u32>(4u * j) + vec4<u32>(0u, 1u, 2u, 3u) == vec4<u32>(label));
-}
-{{/VEC4}}
-{{^VEC4}}
-alias T = f32;
-const LANES: u32 = 1u;
-fn lane(v: T, i: u32) -> f32 { return v; }
-fn onehot(j: u32, label: u32) -> T { return select(0.0, 1.0, j == label); }
-{{/VEC4}}
+{{>fused_ce/elements}}
 
 {{#IN_PLACE}}
 @group(0) @binding(1) var<storage, read_write> logits: array<T>;
