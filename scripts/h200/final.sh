@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine (after scripts/h200/prepare.sh here): every row #14 asks for, from one build on one machine, in
-# two calls of under 10 minutes each (PART=1, then PART=2 straight after, so that the machine stays the same).
-#   PART=1, the kernels: the GPU tests of the kernels changed lately (poisoned outputs); requant's forms with
-#     inplace_requant.sh (one round) and fused_ce's at 1024 and 256 threads a row; the whole kernel table on WebGPU
-#     and native Vulkan beside PyTorch (bench.sh's three runs and report.py's table).
-#   PART=2, the step: the GEMMs at 4096^3 and the step's shapes in fp32 and mixed beside cuBLAS fp32 (TF32 off) and
-#     bf16 (gemm_shapes.sh with a one-shape occupancy probe); the `base` step in both precisions (two rounds,
-#     alternating; each with its pool high-water mark by category), `transformers` on the same weights and batch
-#     (fp32 eager, fp32 SDPA, bf16 autocast), both steps profiled per op, then 300 Brown steps in each precision
-#     (train_pair.sh).
+# two calls of under 10 minutes each, one straight after the other so that the machine stays the same:
+#   PART=2, the step: the `base` step in both precisions (two rounds, alternating; each with its pool high-water mark
+#     by category), `transformers` on the same weights and batch (fp32 eager, fp32 SDPA, bf16 autocast), both steps
+#     profiled per op, 300 Brown steps in each precision (train_pair.sh), requant as it is.
+#   PART=1, the kernels: requant's forms with inplace_requant.sh (one round; it runs the fused_ce and requant GPU
+#     tests too) and fused_ce's at 1024 and 256 threads a row; the mixed GEMM and attention tests on the GPU
+#     (poisoned outputs); the whole kernel table on WebGPU and native Vulkan beside PyTorch (bench.sh's three runs
+#     and report.py's table); the GEMMs at 4096^3 and the step's shapes in fp32 and mixed beside cuBLAS fp32 (TF32
+#     off) and bf16 (gemm_shapes.sh with a one-shape occupancy probe).
 # Each part into $OUT/final<PART>/ as it comes (a call cut short keeps what it finished); the short tables last.
 set -uo pipefail
 part=${PART:?PART=1 or PART=2}
@@ -41,6 +41,9 @@ if [ "$part" = 1 ]; then
   PYTHONUNBUFFERED=1 timeout 90 python3 bench/torch_bench.py --json "$d/torch.json" > "$d/torch.log" 2>&1
   echo "torch_bench: exit $?"
   python3 bench/report.py "$d/webgpu.json" "$d/torch.json" "$d/vulkan.json" > "$d/results.md" 2>&1
+  OUT=$d PROBE=4096x128x4096 SHAPES=4096x4096x4096,8192x640x640,8192x1728x640,8192x640x1728,8192x8192x640 \
+    timeout 150 bash scripts/h200/gemm_shapes.sh > "$d/gemm_shapes.txt" 2>&1
+  echo "gemm_shapes: exit $?"
   echo "== requant and fused_ce"
   sed -n '/^requant_/,$p' "$d/inplace_requant.txt"
   for b in webgpu native-vulkan; do
@@ -48,10 +51,9 @@ if [ "$part" = 1 ]; then
   done
   echo "== kernel table (of ceiling: PyTorch's copy / fp32 matmul)"
   grep -E "^Ceilings|^\| (copy|fused_ce|adamw|q4gsw|mm fp32|linear)" "$d/results.md" | cut -d'|' -f2-6,10-12
+  echo "== GEMMs (TFLOP/s)"
+  sed -n '/^M x N x K/,/^TFLOP/p' "$d/gemm_shapes/tables.txt"
 else
-  OUT=$d PROBE=4096x128x4096 SHAPES=4096x4096x4096,8192x640x640,8192x1728x640,8192x640x1728,8192x8192x640 \
-    timeout 150 bash scripts/h200/gemm_shapes.sh > "$d/gemm_shapes.txt" 2>&1
-  echo "gemm_shapes: exit $?"
   step_line() { grep -hE "^train_step  |GPU memory|losses of" "$1" | tail -3 | cut -c1-170; }
   for r in 1 2; do
     for p in mixed fp32; do
@@ -70,7 +72,8 @@ else
       > "$d/profile_$p.log"
   done
   OUT=$d timeout 270 bash scripts/h200/train_pair.sh
-  echo "== GEMMs (TFLOP/s)"
-  sed -n '/^M x N x K/,/^TFLOP/p' "$d/gemm_shapes/tables.txt"
+  # requant as it is, one and two code words a thread (part 1 times its forms apart).
+  WGTRAIN_FORCE_Q4GSW_REQUANT=1,2 timeout 60 .carry/wgtrain bench --only copy,requant 2>&1 | quiet > "$d/requant.log"
+  grep -E "^q4gsw|^copy \(dense" "$d/requant.log"
 fi
 tar czf "$out/final$part.tar.gz" -C "$out" "final$part"
