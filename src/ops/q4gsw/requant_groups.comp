@@ -49,8 +49,7 @@ layout(std430, binding = 1) readonly buffer Scales { float scales[]; };
 #endif
 layout(std430, binding = 2) buffer Codes { uint codes[]; };
 
-shared float group_max[WG];
-shared float group_max2[WG];  // WPT 2: the second word's
+shared float group_max[WG * uint(WPT)];  // max |x| of each thread's word in run r at r * WG + thread
 
 #include "q4gsw/quantize.glsl"
 
@@ -74,12 +73,12 @@ float abs_max(vec4 lo, vec4 hi) {
   return max(max(a.x, a.y), max(a.z, a.w));
 }
 
-// The group's scale: max |x| / 7 over its threads' group_max (group_max2: second words) entries, written; or read.
-float group_scale(Word x, uint lg, uint lane, bool second) {
+// The scale of the group of the r-th run: max |x| / 7 over its threads' group_max entries, written; or read.
+float group_scale(Word x, uint r, uint lg, uint lane) {
 #if RECOMPUTE
   float m = 0.0;
   if (lg < p.gpw)
-    for (uint l = 0u; l < p.tpg; ++l) m = max(m, second ? group_max2[lg * p.tpg + l] : group_max[lg * p.tpg + l]);
+    for (uint l = 0u; l < p.tpg; ++l) m = max(m, group_max[r * WG + lg * p.tpg + l]);
   const float s = m / 7.0;
   if (x.live && lane == 0u) scales[x.g * p.rows + x.n] = s;
   return s;
@@ -104,13 +103,13 @@ void main() {
   }
 #if RECOMPUTE
   group_max[t] = abs_max(lo0, hi0);
-  if (WPT == 2) group_max2[t] = abs_max(lo1, hi1);
+  if (WPT == 2) group_max[WG + t] = abs_max(lo1, hi1);
   barrier();
 #endif
-  const float s0 = group_scale(x0, lg, lane, false);
+  const float s0 = group_scale(x0, 0u, lg, lane);
   if (x0.live) codes[x0.n * p.words + x0.w] = quantize8(lo0, hi0, s0);  // past K: zeros, code 8
   if (WPT == 2) {
-    const float s1 = group_scale(x1, lg, lane, true);
+    const float s1 = group_scale(x1, 1u, lg, lane);
     if (x1.live) codes[x1.n * p.words + x1.w] = quantize8(lo1, hi1, s1);
   }
 }

@@ -59,8 +59,7 @@ fn load4(n: u32, k0: u32) -> vec4<f32> {
 {{/RECOMPUTE}}
 @group(0) @binding(3) var<storage, read_write> codes: array<u32>;
 
-var<workgroup> group_max: array<f32, WG>;
-var<workgroup> group_max2: array<f32, WG>;  // WPT 2: the second word's
+var<workgroup> group_max: array<f32, WG * WPT>;  // max |x| of each thread's word in run r at r * WG + thread
 
 {{>q4gsw/quantize}}
 
@@ -84,18 +83,14 @@ fn abs_max(lo: vec4<f32>, hi: vec4<f32>) -> f32 {
   return max(max(a.x, a.y), max(a.z, a.w));
 }
 
-// The group's scale: max |x| / 7 over its TPG threads' entries of group_max (group_max2 for a thread's second
-// word; after a barrier), written by its first thread; or read.
-fn group_scale(x: Word, lg: u32, lane: u32, second: bool) -> f32 {
+// The scale of the group of the r-th run: max |x| / 7 over its TPG threads' entries of group_max (after a
+// barrier), written by its first thread; or read.
+fn group_scale(x: Word, r: u32, lg: u32, lane: u32) -> f32 {
 {{#RECOMPUTE}}
   var m = 0.0;
   if (lg < p.gpw) {
     for (var l = 0u; l < p.tpg; l = l + 1u) {
-      if (second) {
-        m = max(m, group_max2[lg * p.tpg + l]);
-      } else {
-        m = max(m, group_max[lg * p.tpg + l]);
-      }
+      m = max(m, group_max[r * WG + lg * p.tpg + l]);
     }
   }
   let s = m / 7.0;
@@ -137,16 +132,16 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 {{#RECOMPUTE}}
   group_max[t] = abs_max(lo0, hi0);
   if (WPT == 2u) {
-    group_max2[t] = abs_max(lo1, hi1);
+    group_max[WG + t] = abs_max(lo1, hi1);
   }
   workgroupBarrier();
 {{/RECOMPUTE}}
-  let s0 = group_scale(x0, lg, lane, false);
+  let s0 = group_scale(x0, 0u, lg, lane);
   if (x0.live) {
     codes[x0.n * p.words + x0.w] = quantize8(lo0, hi0, s0);  // past K: zeros, code 8
   }
   if (WPT == 2u) {
-    let s1 = group_scale(x1, lg, lane, true);
+    let s1 = group_scale(x1, 1u, lg, lane);
     if (x1.live) {
       codes[x1.n * p.words + x1.w] = quantize8(lo1, hi1, s1);
     }
