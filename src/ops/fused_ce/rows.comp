@@ -130,12 +130,12 @@ void main() {
 #if CHUNKS > 0
   for (uint c = 0u; c < uint(CHUNKS); ++c) {
     const uint j = t + c * WG;
-    if (j < p.vocab) store_d(out_base + j, exp(xs[c] - st.x) * scale - onehot(j, uint(label)) * inv_n);
+    if (j < p.vocab) store_d(out_base + j, d_of(xs[c], j, st.x, scale, uint(label), inv_n));
   }
 #endif
   for (uint j = tail0 + t; j < p.vocab; j += WG) {
     const T x = logits[base + j];
-    store_d(out_base + j, exp(x - st.x) * scale - onehot(j, uint(label)) * inv_n);
+    store_d(out_base + j, d_of(x, j, st.x, scale, uint(label), inv_n));
   }
   for (uint i = 0u; i < blocks; ++i) {
     const uint b = p.reverse != 0u ? blocks - 1u - i : i;
@@ -144,7 +144,7 @@ void main() {
     for (uint u = 0u; u < uint(UNROLL); ++u) xb[u] = logits[base + j0 + u * WG];
     for (uint u = 0u; u < uint(UNROLL); ++u) {
       const uint j = j0 + u * WG;
-      store_d(out_base + j, exp(xb[u] - st.x) * scale - onehot(j, uint(label)) * inv_n);
+      store_d(out_base + j, d_of(xb[u], j, st.x, scale, uint(label), inv_n));
     }
   }
   if (t == 0u) row_loss[row] = log(st.y) + st.x - x_label;

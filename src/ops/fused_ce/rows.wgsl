@@ -79,10 +79,6 @@ fn load_block(i: u32) -> Block {
 }
 
 // dlogits at element j (of T) of a counted row.
-fn d_of(x: T, j: u32, row_max: f32, scale: f32, label: u32, inv_n: f32) -> T {
-  return exp(x - row_max) * scale - onehot(j, label) * inv_n;
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {

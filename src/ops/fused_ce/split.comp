@@ -204,13 +204,13 @@ void main() {
   const float scale = inv_n / row_sum;
   for (uint c = 0u; c < uint(CHUNKS); ++c) {
     const uint j = lo + t + c * WG;
-    if (j < p.vocab) store_d(out_base + j, exp(xs[c] - row_max) * scale - onehot(j, lab) * inv_n);
+    if (j < p.vocab) store_d(out_base + j, d_of(xs[c], j, row_max, scale, lab, inv_n));
   }
   for (uint k = 0u; k < n; ++k) {  // the claimed parts read again, each element by the thread that writes it
     const uint i = held[k];
     for (uint c = 0u; c < uint(CHUNKS); ++c) {
       const uint j = i * SPAN + t + c * WG;
-      if (j < p.vocab) store_d(out_base + j, exp(logits[base + j] - row_max) * scale - onehot(j, lab) * inv_n);
+      if (j < p.vocab) store_d(out_base + j, d_of(logits[base + j], j, row_max, scale, lab, inv_n));
     }
   }
   if (has_label && t == 0u) row_loss[row] = log(row_sum) + row_max - x_label;

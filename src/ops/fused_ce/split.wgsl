@@ -256,13 +256,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   // Pass 2: dlogits, this part's from registers, the claimed parts' read again (by the thread that writes them).
   for (var c = 0u; c < CHUNKS; c = c + 1u) {
     let j = lo + t + c * WG;
-    if (j < p.vocab) { store_d(out_base + j, exp(xs[c] - row_max) * scale - onehot(j, lab) * inv_n); }
+    if (j < p.vocab) { store_d(out_base + j, d_of(xs[c], j, row_max, scale, lab, inv_n)); }
   }
   for (var k = 0u; k < n; k = k + 1u) {
     let i = held[k];
     for (var c = 0u; c < CHUNKS; c = c + 1u) {
       let j = i * SPAN + t + c * WG;
-      if (j < p.vocab) { store_d(out_base + j, exp(logits[base + j] - row_max) * scale - onehot(j, lab) * inv_n); }
+      if (j < p.vocab) { store_d(out_base + j, d_of(logits[base + j], j, row_max, scale, lab, inv_n)); }
     }
   }
   if (has_label && t == 0u) {

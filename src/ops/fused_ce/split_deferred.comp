@@ -75,6 +75,6 @@ void main() {
   barrier();  // x_label read everywhere before it is written over
   const uint lo = part * p.span;
   for (uint j = lo + t; j < min(lo + p.span, p.vocab); j += WG)
-    store_d(out_base + j, exp(logits[base + j] - row_max) * scale - onehot(j, lab) * inv_n);
+    store_d(out_base + j, d_of(logits[base + j], j, row_max, scale, lab, inv_n));
   if (has_label && t == 0u) row_loss[row] = log(row_sum) + row_max - x_label;
 }
